@@ -1,0 +1,337 @@
+"""JSON codec for every record in `contracts`.
+
+Records are frozen dataclasses with snake_case attributes; on the wire they use Nomad's
+PascalCase names (`job_id` -> `JobID`, `memory_mb` -> `MemoryMB`) so the HTTP API speaks
+Nomad's JSON and stream messages share one format with it.
+
+Encoders and decoders are compiled once per type from the type hints and cached. Decoding
+validates as it goes and raises `CodecError` naming the JSON path and the offending value,
+e.g. `$.TaskGroups[0].Count: expected an integer, got "lots"`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypeVar, get_args, get_origin
+
+import orjson
+
+T = TypeVar("T")
+
+Unknown = Literal["error", "ignore"]
+
+# Words that Nomad spells in capitals inside PascalCase names.
+_ACRONYMS = {
+    "id": "ID",
+    "ids": "IDs",
+    "cpu": "CPU",
+    "mb": "MB",
+    "mhz": "MHz",
+    "tg": "TG",
+    "dc": "DC",
+    "ttl": "TTL",
+    "gpu": "GPU",
+    "ip": "IP",
+    "url": "URL",
+    "acl": "ACL",
+}
+
+
+class CodecError(ValueError):
+    """A value could not be decoded; `path` is the JSON path of the offending field."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+        self.message = message
+
+
+def json_name(attribute: str) -> str:
+    """`failed_tg_allocs` -> `FailedTGAllocs`; `l_target` -> `LTarget`."""
+    return "".join(_ACRONYMS.get(part, part[:1].upper() + part[1:]) for part in attribute.split("_"))
+
+
+def field_json_name(field: dataclasses.Field[Any]) -> str:
+    return str(field.metadata.get("json", json_name(field.name)))
+
+
+def describe(value: Any) -> str:
+    """A short rendering of a bad value for error messages."""
+    text = orjson.dumps(value, default=repr).decode() if _jsonable(value) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _jsonable(value: Any) -> bool:
+    return isinstance(value, str | int | float | bool | list | dict) or value is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding
+
+
+Encoder = Callable[[Any], Any]
+_encoders: dict[Any, Encoder] = {}
+
+
+def to_wire(value: Any) -> Any:
+    """Convert a record (or a container of records) into JSON-ready Python values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _encoder_for_class(type(value))(value)
+    if isinstance(value, dict):
+        return {str(k): to_wire(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_wire(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+def _encoder_for_class(cls: type) -> Encoder:
+    encoder = _encoders.get(cls)
+    if encoder is None:
+        hints = typing.get_type_hints(cls)
+        plan = [
+            (f.name, field_json_name(f), _encoder_for_type(hints[f.name]))
+            for f in dataclasses.fields(cls)
+            if not f.metadata.get("internal")
+        ]
+
+        def encode(obj: Any) -> dict[str, Any]:
+            return {key: enc(getattr(obj, name)) for name, key, enc in plan}
+
+        encoder = _encoders[cls] = encode
+    return encoder
+
+
+def _identity(value: Any) -> Any:
+    return value
+
+
+def _encoder_for_type(tp: Any) -> Encoder:
+    origin = get_origin(tp)
+    if tp in (int, float, str, bool, Any) or tp is type(None):
+        return _identity
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return _identity  # str-valued enums serialise as their value via orjson
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _LazyClassEncoder(tp)
+    if origin in (types.UnionType, typing.Union):
+        members = [a for a in get_args(tp) if a is not type(None)]
+        if len(members) == 1:
+            inner = _encoder_for_type(members[0])
+            if inner is _identity:
+                return _identity
+            return lambda v: None if v is None else inner(v)
+        return to_wire
+    if origin in (tuple, list, frozenset, set):
+        args = get_args(tp)
+        inner = _encoder_for_type(args[0]) if args else to_wire
+        if inner is _identity:
+            return list
+        return lambda v: [inner(x) for x in v]
+    if origin in (dict, Mapping):
+        args = get_args(tp)
+        inner = _encoder_for_type(args[1]) if args else to_wire
+        if inner is _identity:
+            return _identity
+        return lambda v: {k: inner(x) for k, x in v.items()}
+    return to_wire
+
+
+class _LazyClassEncoder:
+    """Defers compiling a nested record's encoder (records may refer to each other)."""
+
+    __slots__ = ("cls", "encoder")
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+        self.encoder: Encoder | None = None
+
+    def __call__(self, value: Any) -> Any:
+        if value is None:
+            return None
+        if self.encoder is None:
+            self.encoder = _encoder_for_class(self.cls)
+        return self.encoder(value)
+
+
+def dumps(value: Any) -> bytes:
+    return orjson.dumps(to_wire(value))
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding
+
+
+Decoder = Callable[[Any, str, Unknown], Any]
+_decoders: dict[Any, Decoder] = {}
+
+
+def from_wire(tp: type[T], data: Any, path: str = "$", unknown: Unknown = "error") -> T:
+    """Build a `tp` from JSON-shaped data, validating types; raises CodecError with the path."""
+    decoded: T = _decoder_for_type(tp)(data, path, unknown)
+    return decoded
+
+
+def loads(tp: type[T], raw: bytes | str, unknown: Unknown = "error") -> T:
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise CodecError("$", f"not valid JSON: {exc}") from None
+    return from_wire(tp, data, "$", unknown)
+
+
+def _decoder_for_type(tp: Any) -> Decoder:
+    cached = _decoders.get(tp)
+    if cached is not None:
+        return cached
+    decoder = _build_decoder(tp)
+    _decoders[tp] = decoder
+    return decoder
+
+
+def _type_name(tp: Any) -> str:
+    return {int: "an integer", float: "a number", str: "a string", bool: "a boolean"}.get(
+        tp, getattr(tp, "__name__", str(tp))
+    )
+
+
+def _build_decoder(tp: Any) -> Decoder:
+    origin = get_origin(tp)
+    if tp is Any:
+        return lambda v, p, u: v
+    if tp is int:
+
+        def dec_int(v: Any, p: str, u: Unknown) -> int:
+            if isinstance(v, bool) or not isinstance(v, int):
+                if isinstance(v, float) and v.is_integer():
+                    return int(v)
+                raise CodecError(p, f"expected an integer, got {describe(v)}")
+            return v
+
+        return dec_int
+    if tp is float:
+
+        def dec_float(v: Any, p: str, u: Unknown) -> float:
+            if isinstance(v, bool) or not isinstance(v, int | float):
+                raise CodecError(p, f"expected a number, got {describe(v)}")
+            return float(v)
+
+        return dec_float
+    if tp is str:
+
+        def dec_str(v: Any, p: str, u: Unknown) -> str:
+            if not isinstance(v, str):
+                raise CodecError(p, f"expected a string, got {describe(v)}")
+            return v
+
+        return dec_str
+    if tp is bool:
+
+        def dec_bool(v: Any, p: str, u: Unknown) -> bool:
+            if not isinstance(v, bool):
+                raise CodecError(p, f"expected a boolean, got {describe(v)}")
+            return v
+
+        return dec_bool
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        allowed = ", ".join(str(m.value) for m in tp)
+
+        def dec_enum(v: Any, p: str, u: Unknown) -> Any:
+            try:
+                return tp(v)
+            except ValueError:
+                raise CodecError(p, f"expected one of {allowed}, got {describe(v)}") from None
+
+        return dec_enum
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        return _LazyClassDecoder(tp)
+    if origin in (types.UnionType, typing.Union):
+        members = [a for a in get_args(tp) if a is not type(None)]
+        if len(members) != 1:
+            raise TypeError(f"unsupported union {tp}")
+        inner = _decoder_for_type(members[0])
+        return lambda v, p, u: None if v is None else inner(v, p, u)
+    if origin in (tuple, list, frozenset):
+        args = get_args(tp)
+        inner = _decoder_for_type(args[0]) if args else _decoder_for_type(Any)
+        build: Callable[[Any], Any] = {tuple: tuple, list: list, frozenset: frozenset}[origin]
+
+        def dec_seq(v: Any, p: str, u: Unknown) -> Any:
+            if v is None:
+                return build(())
+            if not isinstance(v, list | tuple):
+                raise CodecError(p, f"expected a list, got {describe(v)}")
+            return build(inner(x, f"{p}[{i}]", u) for i, x in enumerate(v))
+
+        return dec_seq
+    if origin in (dict, Mapping):
+        args = get_args(tp)
+        inner = _decoder_for_type(args[1]) if args else _decoder_for_type(Any)
+
+        def dec_map(v: Any, p: str, u: Unknown) -> Any:
+            if v is None:
+                return {}
+            if not isinstance(v, dict):
+                raise CodecError(p, f"expected an object, got {describe(v)}")
+            return {str(k): inner(x, f"{p}.{k}", u) for k, x in v.items()}
+
+        return dec_map
+    raise TypeError(f"no decoder for {tp!r}")
+
+
+class _LazyClassDecoder:
+    __slots__ = ("cls", "compiled")
+
+    def __init__(self, cls: type) -> None:
+        self.cls = cls
+        self.compiled: Decoder | None = None
+
+    def __call__(self, value: Any, path: str, unknown: Unknown) -> Any:
+        if self.compiled is None:
+            self.compiled = _compile_class_decoder(self.cls)
+        return self.compiled(value, path, unknown)
+
+
+def _compile_class_decoder(cls: type) -> Decoder:
+    hints = typing.get_type_hints(cls)
+    plan: list[tuple[str, str, Decoder]] = []
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("internal") or not f.init:
+            continue
+        plan.append((f.name, field_json_name(f), _decoder_for_type(hints[f.name])))
+    known = {key for _, key, _ in plan}
+    required = {
+        field_json_name(f)
+        for f in dataclasses.fields(cls)
+        if f.init
+        and f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+    }
+
+    def decode(value: Any, path: str, unknown: Unknown) -> Any:
+        if isinstance(value, cls):
+            return value
+        if not isinstance(value, dict):
+            raise CodecError(path, f"expected an object, got {describe(value)}")
+        if unknown == "error":
+            extra = [k for k in value if k not in known]
+            if extra:
+                raise CodecError(f"{path}.{extra[0]}", "unknown field")
+        missing = [k for k in required if k not in value]
+        if missing:
+            raise CodecError(f"{path}.{missing[0]}", "required field is missing")
+        kwargs = {}
+        for name, key, dec in plan:
+            if key in value:
+                raw = value[key]
+                if raw is None and key not in required:
+                    continue  # null means "use the default", as in Nomad's JSON
+                kwargs[name] = dec(raw, f"{path}.{key}", unknown)
+        return cls(**kwargs)
+
+    return decode

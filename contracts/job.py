@@ -1,0 +1,159 @@
+"""Jobs, task groups and tasks, with Nomad's field meanings and defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from contracts.constraints import Affinity, Constraint, Spread
+from contracts.resources import Resources
+from contracts.scaling import ScalingPolicy
+
+DEFAULT_NAMESPACE = "default"
+DEFAULT_NODE_POOL = "default"
+DEFAULT_PRIORITY = 50
+MIN_PRIORITY = 1
+MAX_PRIORITY = 100
+# Nomad keeps this many versions of a job (JobDefaultTrackedVersions).
+TRACKED_VERSIONS = 6
+
+
+class JobType(StrEnum):
+    SERVICE = "service"
+    BATCH = "batch"
+    SYSTEM = "system"
+    SYSBATCH = "sysbatch"
+
+
+class JobStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DEAD = "dead"
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateStrategy:
+    """The `update` block; drover uses max_parallel to pace destructive updates."""
+
+    max_parallel: int = 1
+    stagger_s: float = 30.0
+    min_healthy_time_s: float = 10.0
+    healthy_deadline_s: float = 300.0
+    auto_revert: bool = False
+    canary: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReschedulePolicy:
+    """When a failed allocation is replaced. unlimited: always (service default)."""
+
+    attempts: int = 0
+    interval_s: float = 0.0
+    delay_s: float = 30.0
+    unlimited: bool = True
+
+
+DEFAULT_SERVICE_RESCHEDULE = ReschedulePolicy(attempts=0, interval_s=0.0, delay_s=30.0, unlimited=True)
+DEFAULT_BATCH_RESCHEDULE = ReschedulePolicy(
+    attempts=1, interval_s=86400.0, delay_s=5.0, unlimited=False
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    name: str
+    driver: str = ""
+    config: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    meta: dict[str, str] = field(default_factory=dict)
+    resources: Resources = field(default_factory=Resources)
+    constraints: tuple[Constraint, ...] = field(default_factory=tuple)
+    affinities: tuple[Affinity, ...] = field(default_factory=tuple)
+    user: str = ""
+    kill_timeout_s: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class TaskGroup:
+    name: str
+    count: int = 1
+    constraints: tuple[Constraint, ...] = field(default_factory=tuple)
+    affinities: tuple[Affinity, ...] = field(default_factory=tuple)
+    spreads: tuple[Spread, ...] = field(default_factory=tuple)
+    scaling: ScalingPolicy | None = None
+    tasks: tuple[Task, ...] = field(default_factory=tuple)
+    meta: dict[str, str] = field(default_factory=dict)
+    update: UpdateStrategy | None = None
+    reschedule_policy: ReschedulePolicy | None = None
+    ephemeral_disk_mb: int = 0
+
+    def combined_resources(self) -> Resources:
+        """The sum of the tasks' asks plus the group's ephemeral disk."""
+        cpu = sum(t.resources.cpu for t in self.tasks)
+        mem = sum(t.resources.memory_mb for t in self.tasks)
+        disk = sum(t.resources.disk_mb for t in self.tasks) + self.ephemeral_disk_mb
+        devices = tuple(d for t in self.tasks for d in t.resources.devices)
+        return Resources(cpu=cpu, memory_mb=mem, disk_mb=disk, devices=devices)
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    id: str
+    name: str = ""
+    namespace: str = DEFAULT_NAMESPACE
+    type: JobType = JobType.SERVICE
+    priority: int = DEFAULT_PRIORITY
+    all_at_once: bool = False
+    datacenters: tuple[str, ...] = ("*",)
+    node_pool: str = DEFAULT_NODE_POOL
+    constraints: tuple[Constraint, ...] = field(default_factory=tuple)
+    affinities: tuple[Affinity, ...] = field(default_factory=tuple)
+    spreads: tuple[Spread, ...] = field(default_factory=tuple)
+    task_groups: tuple[TaskGroup, ...] = field(default_factory=tuple)
+    update: UpdateStrategy | None = None
+    meta: dict[str, str] = field(default_factory=dict)
+    # Lifecycle fields, owned by the state store.
+    stop: bool = False
+    status: JobStatus = JobStatus.PENDING
+    status_description: str = ""
+    version: int = 0
+    stable: bool = False
+    submit_time: int = 0
+    create_index: int = 0
+    modify_index: int = 0
+    job_modify_index: int = 0
+
+    def lookup_task_group(self, name: str) -> TaskGroup | None:
+        for tg in self.task_groups:
+            if tg.name == name:
+                return tg
+        return None
+
+    @property
+    def namespaced_id(self) -> tuple[str, str]:
+        return (self.namespace, self.id)
+
+    def spec_changed(self, other: Job) -> bool:
+        """Nomad's SpecChanged: compare ignoring the lifecycle fields the store owns."""
+        return _spec(self) != _spec(other)
+
+    def replace(self, **changes: Any) -> Job:
+        return dataclasses.replace(self, **changes)
+
+
+_LIFECYCLE_FIELDS = {
+    "status": JobStatus.PENDING,
+    "status_description": "",
+    "version": 0,
+    "stable": False,
+    "submit_time": 0,
+    "create_index": 0,
+    "modify_index": 0,
+    "job_modify_index": 0,
+}
+
+
+def _spec(job: Job) -> Job:
+    return dataclasses.replace(job, **_LIFECYCLE_FIELDS)
