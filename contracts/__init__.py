@@ -6,7 +6,6 @@ and a change is always a new record (`dataclasses.replace`).
 
 from contracts.allocation import (
     CLIENT_TERMINAL,
-    AllocatedResources,
     Allocation,
     ClientStatus,
     DesiredStatus,
@@ -38,6 +37,7 @@ from contracts.node import DrainStrategy, DriverInfo, Node, NodeEligibility, Nod
 from contracts.plan import Plan, PlanResult, RejectedNode
 from contracts.resources import (
     AllocatedDevice,
+    AllocatedResources,
     DeviceInstance,
     DeviceRequest,
     NodeDeviceResource,
@@ -90,6 +90,7 @@ __all__ = [
     "SpreadTarget",
     "Task",
     "TaskGroup",
+    "TriggeredBy",
     "UpdateStrategy",
     "ValidationError",
     "alloc_name",

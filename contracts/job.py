@@ -55,7 +55,9 @@ class ReschedulePolicy:
     unlimited: bool = True
 
 
-DEFAULT_SERVICE_RESCHEDULE = ReschedulePolicy(attempts=0, interval_s=0.0, delay_s=30.0, unlimited=True)
+DEFAULT_SERVICE_RESCHEDULE = ReschedulePolicy(
+    attempts=0, interval_s=0.0, delay_s=30.0, unlimited=True
+)
 DEFAULT_BATCH_RESCHEDULE = ReschedulePolicy(
     attempts=1, interval_s=86400.0, delay_s=5.0, unlimited=False
 )
@@ -143,17 +145,15 @@ class Job:
         return dataclasses.replace(self, **changes)
 
 
-_LIFECYCLE_FIELDS = {
-    "status": JobStatus.PENDING,
-    "status_description": "",
-    "version": 0,
-    "stable": False,
-    "submit_time": 0,
-    "create_index": 0,
-    "modify_index": 0,
-    "job_modify_index": 0,
-}
-
-
 def _spec(job: Job) -> Job:
-    return dataclasses.replace(job, **_LIFECYCLE_FIELDS)
+    return dataclasses.replace(
+        job,
+        status=JobStatus.PENDING,
+        status_description="",
+        version=0,
+        stable=False,
+        submit_time=0,
+        create_index=0,
+        modify_index=0,
+        job_modify_index=0,
+    )

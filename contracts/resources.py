@@ -9,7 +9,10 @@ from contracts.constraints import Affinity, Constraint
 
 @dataclass(frozen=True, slots=True)
 class DeviceRequest:
-    """`device "nvidia/gpu/A100" { count = 2 }`: name is `type`, `vendor/type` or `vendor/type/model`."""
+    """`device "nvidia/gpu/A100" { count = 2 }`.
+
+    The name is `type`, `vendor/type` or `vendor/type/model`.
+    """
 
     name: str = ""
     count: int = 1

@@ -1,0 +1,47 @@
+"""Nomad's Canonicalize for a Job record: fill the defaults a record can still tell are unset.
+
+The parsers already apply the defaults that depend on which fields were written (count from
+scaling.min, update/reschedule merging); this pass covers the rest and also makes jobs built
+in code (tests, the API) look like parsed ones. It is idempotent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from contracts.job import (
+    DEFAULT_NAMESPACE,
+    DEFAULT_NODE_POOL,
+    DEFAULT_PRIORITY,
+    Job,
+    TaskGroup,
+    UpdateStrategy,
+)
+from contracts.jobspec.build import default_reschedule
+
+DEFAULT_DATACENTERS = ("*",)
+
+
+def canonicalize(job: Job) -> Job:
+    """Name defaults to the ID, datacenters to "*", and groups get Nomad's group defaults."""
+    groups = tuple(_group(tg, job) for tg in job.task_groups)
+    return replace(
+        job,
+        name=job.name or job.id,
+        namespace=job.namespace or DEFAULT_NAMESPACE,
+        node_pool=job.node_pool or DEFAULT_NODE_POOL,
+        priority=job.priority or DEFAULT_PRIORITY,
+        datacenters=job.datacenters or DEFAULT_DATACENTERS,
+        task_groups=groups,
+    )
+
+
+def _group(tg: TaskGroup, job: Job) -> TaskGroup:
+    scaling = tg.scaling
+    if scaling is not None and scaling.min is None:
+        scaling = replace(scaling, min=tg.count)
+    update: UpdateStrategy | None = tg.update if tg.update is not None else job.update
+    reschedule = tg.reschedule_policy
+    if reschedule is None:
+        reschedule = default_reschedule(job.type)
+    return replace(tg, scaling=scaling, update=update, reschedule_policy=reschedule)

@@ -1,0 +1,116 @@
+"""Nomad JSON jobs (`nomad job run -output`, `POST /v1/jobs`) -> normalized dicts.
+
+The drover wire codec cannot read these directly: Nomad's JSON nests what our records flatten
+(`EphemeralDisk.SizeMB`, `Scaling`), carries durations in nanoseconds and has many fields
+drover does not model. Known-but-unmodelled fields are accepted with a warning when set,
+server-owned ones are skipped, and anything Nomad does not have is an error at its JSON path.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from contracts.errors import ValidationError
+from contracts.jobspec.schema import JOB, SCALARS, Field, Kind, Obj, is_unset
+from contracts.jobspec.values import coerce_scalar, coerce_str_map, coerce_strings
+from contracts.jobspec.where import JsonWhere, Problems, bad_value
+
+# JobRegisterRequest fields around the job; the HTTP layer, not the job spec, owns them.
+_REQUEST_FIELDS = frozenset(
+    {
+        "job",
+        "enforceindex",
+        "jobmodifyindex",
+        "policyoverride",
+        "preservecounts",
+        "preserveresources",
+        "evalpriority",
+        "submission",
+        "region",
+        "namespace",
+        "secretid",
+    }
+)
+
+
+def load(raw: str | bytes | dict[str, Any]) -> Any:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ValidationError(f"$: not valid JSON: {exc}") from None
+
+
+def parse_job_data(data: Any, problems: Problems) -> dict[str, Any] | None:
+    """Accept `{"Job": {...}, ...request fields}` or a bare job object."""
+    root = JsonWhere()
+    if not isinstance(data, dict):
+        problems.errors.append(bad_value(root, "a JSON object", data))
+        return None
+    job_key = next((k for k in data if k.lower() == "job"), None)
+    if job_key is None:
+        return walk(data, JOB, root, problems)
+    for key in data:
+        if key.lower() not in _REQUEST_FIELDS:
+            problems.errors.append(root.child(key).unknown())
+    return walk(data[job_key], JOB, root.child(job_key), problems)
+
+
+def walk(data: Any, obj: Obj, where: JsonWhere, problems: Problems) -> dict[str, Any] | None:
+    if not isinstance(data, dict):
+        problems.errors.append(bad_value(where, "an object", data))
+        return None
+    out: dict[str, Any] = {}
+    given: set[str] = set()
+    for name, value in data.items():
+        here = where.child(name)
+        spec = obj.json_fields.get(name.lower())
+        if spec is None:
+            _not_modelled(obj, name, value, here, problems)
+            continue
+        if value is None:
+            continue  # null means "use the default", as in Nomad
+        given.add(spec.key)
+        converted = _value(spec, value, here, problems)
+        if converted is not None:
+            out[spec.key] = converted
+    for spec in obj.fields:
+        if spec.key in obj.required and spec.key not in given:
+            problems.errors.append(where.child(spec.json or spec.key).missing())
+    return out
+
+
+def _not_modelled(obj: Obj, name: str, value: Any, here: JsonWhere, problems: Problems) -> None:
+    lowered = name.lower()
+    ignored = obj.json_ignored.get(lowered)
+    if ignored is not None:
+        if not is_unset(value, ignored.default):
+            problems.warnings.append(here.ignored())
+    elif lowered not in obj.silent_json:
+        problems.errors.append(here.unknown())
+
+
+def _value(spec: Field, value: Any, here: JsonWhere, problems: Problems) -> Any:
+    kind = spec.kind
+    if kind in SCALARS:
+        return coerce_scalar(kind, value, here, problems, hcl=False, choices=spec.choices)
+    if kind is Kind.STRS:
+        return coerce_strings(value, here, problems, hcl=False)
+    if kind is Kind.STR_MAP:
+        return coerce_str_map(value, here, problems, hcl=False)
+    if kind is Kind.ANY_MAP:
+        if isinstance(value, dict):
+            return value
+        problems.errors.append(bad_value(here, "an object", value))
+        return None
+    assert spec.obj is not None
+    if kind is Kind.OBJ:
+        return walk(value, spec.obj, here, problems)
+    if not isinstance(value, list):
+        problems.errors.append(bad_value(here, "a list", value))
+        return None
+    items = (walk(item, spec.obj, here.index(i), problems) for i, item in enumerate(value))
+    return [item for item in items if item is not None]
