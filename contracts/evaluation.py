@@ -55,7 +55,7 @@ class AllocMetric:
     def reasons(self) -> list[str]:
         """Human-readable causes, per dimension: "cpu exhausted on 3 nodes", ..."""
         out = [f"{dim} exhausted on {n} node(s)" for dim, n in self.dimension_exhausted.items()]
-        out += [f"constraint {c} filtered {n} node(s)" for c, n in self.constraint_filtered.items()]
+        out += [f"{reason} filtered {n} node(s)" for reason, n in self.constraint_filtered.items()]
         if self.nodes_in_pool == 0:
             out.append("no nodes in the job's datacenters and node pool")
         return out

@@ -1,0 +1,239 @@
+"""Copy-on-write tables: O(shards) snapshots, and a write copies at most one small piece.
+
+A `CowMap` is N plain dicts (shards). `snapshot()` bumps the map's generation and hands out
+the current shard dicts as a read-only `FrozenMap`; the first write to a shard whose
+generation is older copies just that shard (a C-level copy of references), so readers never
+see later writes and nothing is ever deep-copied. Values must be immutable. The cost of a
+write after a snapshot grows with shard size, so big tables get more shards.
+
+`CowMultiMap` (a secondary index: key -> ordered set of members) applies the same idea one
+level down: a key's inner dict is copied on its first write after a snapshot.
+
+Shards are chosen by a stable hash (crc32, not `hash()`, which is salted per process), so
+iteration order depends only on the sequence of writes: replicas in different processes
+that apply the same log iterate in the same order.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+M = TypeVar("M", bound=Hashable)
+
+DEFAULT_SHARDS = 256
+
+_EMPTY: tuple[()] = ()
+
+
+def stable_hash(key: object) -> int:
+    """A process-independent hash for str, int and tuple-of-str keys."""
+    if isinstance(key, str):
+        return zlib.crc32(key.encode())
+    if isinstance(key, tuple):
+        return zlib.crc32("\x00".join(key).encode())
+    if isinstance(key, int):
+        return key
+    raise TypeError(f"unsupported key type {type(key).__name__}")
+
+
+def str_hash(key: object) -> int:
+    """stable_hash for maps keyed by str only (skips the type dispatch)."""
+    return zlib.crc32(key.encode())  # type: ignore[attr-defined]
+
+
+class ShardedView(Generic[K, V]):
+    """Read operations shared by the live map and its snapshots."""
+
+    __slots__ = ("_hash", "_len", "_mask", "_shards")
+
+    _shards: Sequence[dict[K, V]]
+    _mask: int
+    _len: int
+    _hash: Callable[[object], int]
+
+    def get(self, key: K) -> V | None:
+        return self._shards[self._hash(key) & self._mask].get(key)
+
+    def __getitem__(self, key: K) -> V:
+        return self._shards[self._hash(key) & self._mask][key]
+
+    def __contains__(self, key: K) -> bool:
+        return key in self._shards[self._hash(key) & self._mask]
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[K]:
+        for shard in self._shards:
+            yield from shard
+
+    def values(self) -> Iterator[V]:
+        for shard in self._shards:
+            yield from shard.values()
+
+    def items(self) -> Iterator[tuple[K, V]]:
+        for shard in self._shards:
+            yield from shard.items()
+
+    def to_dict(self) -> dict[K, V]:
+        """A plain copy (O(n)); for tests and debugging."""
+        return dict(self.items())
+
+
+class FrozenMap(ShardedView[K, V]):
+    """A point-in-time, read-only view of a `CowMap`."""
+
+    __slots__ = ()
+
+    def __init__(
+        self, shards: tuple[dict[K, V], ...], length: int, hash_fn: Callable[[object], int]
+    ) -> None:
+        self._shards = shards
+        self._mask = len(shards) - 1
+        self._len = length
+        self._hash = hash_fn
+
+
+class CowMap(ShardedView[K, V]):
+    """A mutable sharded map whose snapshots are O(shards) and isolated from later writes."""
+
+    __slots__ = ("_gen", "_gens")
+
+    _shards: list[dict[K, V]]
+
+    def __init__(
+        self, shards: int = DEFAULT_SHARDS, hash_fn: Callable[[object], int] = stable_hash
+    ) -> None:
+        if shards < 1 or shards & (shards - 1):
+            raise ValueError("shards must be a power of two")
+        self._shards = [{} for _ in range(shards)]
+        self._gens = [0] * shards
+        self._gen = 0
+        self._mask = shards - 1
+        self._len = 0
+        self._hash = hash_fn
+
+    def _writable_at(self, i: int) -> dict[K, V]:
+        if self._gens[i] != self._gen:
+            self._shards[i] = self._shards[i].copy()
+            self._gens[i] = self._gen
+        return self._shards[i]
+
+    def set(self, key: K, value: V) -> None:
+        self.set_at(self._hash(key) & self._mask, key, value)
+
+    __setitem__ = set
+
+    # Hot paths that read then write one key hash it once: slot(), get_at(), set_at().
+
+    def slot(self, key: K) -> int:
+        return self._hash(key) & self._mask
+
+    def get_at(self, slot: int, key: K) -> V | None:
+        return self._shards[slot].get(key)
+
+    def set_at(self, slot: int, key: K, value: V) -> None:
+        shard = self._shards[slot] if self._gens[slot] == self._gen else self._writable_at(slot)
+        if key not in shard:
+            self._len += 1
+        shard[key] = value
+
+    def pop(self, key: K) -> V | None:
+        """Remove `key`; returns its value, or None if it was absent (no copy then)."""
+        i = self._hash(key) & self._mask
+        if key not in self._shards[i]:
+            return None
+        self._len -= 1
+        return self._writable_at(i).pop(key)
+
+    def snapshot(self) -> FrozenMap[K, V]:
+        self._gen += 1
+        return FrozenMap(tuple(self._shards), self._len, self._hash)
+
+
+class MultiView(Generic[K, M]):
+    """Read side of a secondary index: key -> members in insertion order."""
+
+    __slots__ = ("_outer",)
+
+    _outer: ShardedView[K, dict[M, None]]
+
+    def get(self, key: K) -> Collection[M]:
+        inner = self._outer.get(key)
+        return _EMPTY if inner is None else inner.keys()
+
+    def count(self, key: K) -> int:
+        inner = self._outer.get(key)
+        return 0 if inner is None else len(inner)
+
+    def keys(self) -> Iterator[K]:
+        return iter(self._outer)
+
+    def to_dict(self) -> dict[K, list[M]]:
+        return {k: list(v) for k, v in self._outer.items()}
+
+
+class FrozenMultiMap(MultiView[K, M]):
+    __slots__ = ()
+
+    def __init__(self, outer: FrozenMap[K, dict[M, None]]) -> None:
+        self._outer = outer
+
+
+class CowMultiMap(MultiView[K, M]):
+    """A mutable index; a key's member set is copied on its first write after a snapshot."""
+
+    __slots__ = ("_owned",)
+
+    _outer: CowMap[K, dict[M, None]]
+
+    def __init__(
+        self, shards: int = DEFAULT_SHARDS, hash_fn: Callable[[object], int] = stable_hash
+    ) -> None:
+        self._outer = CowMap(shards, hash_fn)
+        # Keys whose inner dict was created since the last snapshot (safe to mutate).
+        self._owned: set[K] = set()
+
+    def add(self, key: K, member: M) -> None:
+        outer = self._outer
+        i = outer._hash(key) & outer._mask
+        inner = outer._shards[i].get(key)
+        if inner is None:
+            inner = {member: None}
+            outer._len += 1
+        elif member in inner:
+            return
+        elif key in self._owned:
+            inner[member] = None  # created since the last snapshot: no reader holds it
+            return
+        else:
+            inner = inner.copy()
+            inner[member] = None
+        outer._writable_at(i)[key] = inner
+        self._owned.add(key)
+
+    def discard(self, key: K, member: M) -> None:
+        outer = self._outer
+        i = outer._hash(key) & outer._mask
+        inner = outer._shards[i].get(key)
+        if inner is None or member not in inner:
+            return
+        if len(inner) == 1:
+            del outer._writable_at(i)[key]
+            outer._len -= 1
+            self._owned.discard(key)
+        elif key in self._owned:
+            del inner[member]
+        else:
+            inner = inner.copy()
+            del inner[member]
+            outer._writable_at(i)[key] = inner
+            self._owned.add(key)
+
+    def snapshot(self) -> FrozenMultiMap[K, M]:
+        self._owned = set()
+        return FrozenMultiMap(self._outer.snapshot())

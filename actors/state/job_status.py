@@ -1,0 +1,38 @@
+"""Nomad's getJobStatus, computed from per-job counters instead of scanning allocs and evals."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contracts.job import Job, JobStatus, JobType
+
+
+@dataclass(frozen=True, slots=True)
+class JobActivity:
+    """What the status depends on: counts of the job's allocs and evals (exact job id)."""
+
+    live_allocs: int = 0
+    total_allocs: int = 0
+    live_evals: int = 0
+    total_evals: int = 0
+
+
+def compute_job_status(job: Job, activity: JobActivity, *, eval_delete: bool = False) -> JobStatus:
+    """getJobStatus with the #24974 fix (a stopped job with nothing live is dead).
+
+    - system jobs are running until stopped (Nomad exempts only `system`: a sysbatch job runs
+      to completion like batch, so it goes dead once its work is done);
+    - any non-terminal alloc: running;
+    - any non-terminal eval: pending;
+    - any (terminal) alloc or eval, a deleted eval, or job.stop: dead;
+    - otherwise (nothing yet): pending.
+    """
+    if job.type is JobType.SYSTEM:
+        return JobStatus.DEAD if job.stop else JobStatus.RUNNING
+    if activity.live_allocs > 0:
+        return JobStatus.RUNNING
+    if activity.live_evals > 0:
+        return JobStatus.PENDING
+    if eval_delete or activity.total_allocs or activity.total_evals or job.stop:
+        return JobStatus.DEAD
+    return JobStatus.PENDING

@@ -1,0 +1,144 @@
+"""The read interface shared by the live store and its snapshots.
+
+`StateReader` is what the scheduler worker and the plan applier depend on. `TableReader`
+implements it once over the table views, which are live `Cow*` tables in the store and their
+frozen counterparts in a snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Protocol
+
+from actors.state.cow import MultiView, ShardedView
+from actors.state.usage import EMPTY_USAGE, NodeUsage
+from contracts.allocation import Allocation
+from contracts.evaluation import Evaluation
+from contracts.job import Job
+from contracts.node import Node
+from contracts.scaling import ScalingEvent
+
+JobKey = tuple[str, str]  # (namespace, job id)
+
+TABLES = ("jobs", "job_versions", "nodes", "allocs", "evals", "scaling_events")
+
+
+class StateReader(Protocol):
+    def latest_index(self) -> int: ...
+    def table_index(self, table: str) -> int: ...
+
+    def job(self, namespace: str, job_id: str) -> Job | None: ...
+    def jobs(self) -> Iterator[Job]: ...
+    def job_versions(self, namespace: str, job_id: str) -> list[Job]: ...
+    def job_version(self, namespace: str, job_id: str, version: int) -> Job | None: ...
+
+    def node(self, node_id: str) -> Node | None: ...
+    def nodes(self) -> Iterator[Node]: ...
+    def node_count(self) -> int: ...
+
+    def alloc(self, alloc_id: str) -> Allocation | None: ...
+    def allocs(self) -> Iterator[Allocation]: ...
+    def allocs_by_job(self, namespace: str, job_id: str) -> list[Allocation]: ...
+    def allocs_by_node(self, node_id: str) -> list[Allocation]: ...
+    def alloc_count(self) -> int: ...
+    def node_usage(self, node_id: str) -> NodeUsage: ...
+
+    def eval(self, eval_id: str) -> Evaluation | None: ...
+    def evals(self) -> Iterator[Evaluation]: ...
+    def evals_by_job(self, namespace: str, job_id: str) -> list[Evaluation]: ...
+
+    def scaling_events(
+        self, namespace: str, job_id: str
+    ) -> dict[str, tuple[ScalingEvent, ...]]: ...
+
+
+class TableReader:
+    """StateReader over a set of table views; subclasses bind live or frozen tables."""
+
+    __slots__ = ()
+
+    _latest: int
+    _table_index: Mapping[str, int]
+    _jobs: ShardedView[JobKey, Job]
+    _versions: ShardedView[JobKey, tuple[Job, ...]]
+    _nodes: ShardedView[str, Node]
+    _allocs: ShardedView[str, Allocation]
+    _evals: ShardedView[str, Evaluation]
+    _usage: ShardedView[str, NodeUsage]
+    _scaling: ShardedView[JobKey, Mapping[str, tuple[ScalingEvent, ...]]]
+    _allocs_by_job: MultiView[JobKey, str]
+    _allocs_by_node: MultiView[str, str]
+    _evals_by_job: MultiView[JobKey, str]
+
+    def latest_index(self) -> int:
+        return self._latest
+
+    def table_index(self, table: str) -> int:
+        return self._table_index.get(table, 0)
+
+    # Jobs
+
+    def job(self, namespace: str, job_id: str) -> Job | None:
+        return self._jobs.get((namespace, job_id))
+
+    def jobs(self) -> Iterator[Job]:
+        return self._jobs.values()
+
+    def job_versions(self, namespace: str, job_id: str) -> list[Job]:
+        return list(self._versions.get((namespace, job_id)) or ())
+
+    def job_version(self, namespace: str, job_id: str, version: int) -> Job | None:
+        for job in self._versions.get((namespace, job_id)) or ():
+            if job.version == version:
+                return job
+        return None
+
+    # Nodes
+
+    def node(self, node_id: str) -> Node | None:
+        return self._nodes.get(node_id)
+
+    def nodes(self) -> Iterator[Node]:
+        return self._nodes.values()
+
+    def node_count(self) -> int:
+        return len(self._nodes)
+
+    # Allocations
+
+    def alloc(self, alloc_id: str) -> Allocation | None:
+        return self._allocs.get(alloc_id)
+
+    def allocs(self) -> Iterator[Allocation]:
+        return self._allocs.values()
+
+    def allocs_by_job(self, namespace: str, job_id: str) -> list[Allocation]:
+        get = self._allocs.__getitem__
+        return [get(i) for i in self._allocs_by_job.get((namespace, job_id))]
+
+    def allocs_by_node(self, node_id: str) -> list[Allocation]:
+        get = self._allocs.__getitem__
+        return [get(i) for i in self._allocs_by_node.get(node_id)]
+
+    def alloc_count(self) -> int:
+        return len(self._allocs)
+
+    def node_usage(self, node_id: str) -> NodeUsage:
+        return self._usage.get(node_id) or EMPTY_USAGE
+
+    # Evaluations
+
+    def eval(self, eval_id: str) -> Evaluation | None:
+        return self._evals.get(eval_id)
+
+    def evals(self) -> Iterator[Evaluation]:
+        return self._evals.values()
+
+    def evals_by_job(self, namespace: str, job_id: str) -> list[Evaluation]:
+        get = self._evals.__getitem__
+        return [get(i) for i in self._evals_by_job.get((namespace, job_id))]
+
+    # Scaling
+
+    def scaling_events(self, namespace: str, job_id: str) -> dict[str, tuple[ScalingEvent, ...]]:
+        return dict(self._scaling.get((namespace, job_id)) or {})

@@ -1,0 +1,43 @@
+"""Fast copies of frozen records with a few fields changed.
+
+`dataclasses.replace` costs ~4 us for an Allocation and even its frozen `__init__` ~2.5 us
+(every field goes through `object.__setattr__`). Applying a 1,000-allocation plan stamps
+every record, so the store uses functions generated once per (class, fields) that fill the
+slots of a new instance directly through their descriptors (~0.9 us). The result equals
+`dataclasses.replace(obj, **changes)`; classes with a `__post_init__` or without slots fall
+back to calling the constructor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def replacer(cls: type[T], *names: str) -> Callable[..., T]:
+    """`f = replacer(C, "a", "b")`; `f(obj, a, b)` == `dataclasses.replace(obj, a=a, b=b)`."""
+    all_fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+    fields = [f.name for f in all_fields]
+    unknown = set(names) - set(fields)
+    if unknown:
+        raise ValueError(f"{cls.__name__} has no fields {sorted(unknown)}")
+    value = {f: f if f in names else f"src.{f}" for f in fields}
+    namespace: dict[str, Any] = {"cls": cls, "new": object.__new__}
+    slotted = all(f in getattr(cls, "__slots__", ()) for f in fields)
+    if slotted and not hasattr(cls, "__post_init__"):
+        body = ["    obj = new(cls)"]
+        for f in fields:
+            namespace[f"set_{f}"] = cls.__dict__[f].__set__
+            body.append(f"    set_{f}(obj, {value[f]})")
+        body.append("    return obj")
+    else:
+        args = ", ".join(f"{f.name}={value[f.name]}" for f in all_fields if f.init)
+        body = [f"    return cls({args})"]
+    source = f"def replace({', '.join(('src', *names))}):\n" + "\n".join(body) + "\n"
+    exec(source, namespace)
+    fn: Callable[..., T] = namespace["replace"]
+    fn.__name__ = f"replace_{cls.__name__}_{'_'.join(names)}"
+    return fn

@@ -1,0 +1,517 @@
+"""The replicated state machine: the leader applies log entries to it, and so does every replica.
+
+Apply is deterministic (every time and id comes inside the entry) and idempotent (an entry at
+or below the latest index is ignored). It never raises for a change that refers to missing
+records: those parts are skipped, so the leader and replicas cannot diverge on an error.
+
+Nomad semantics kept here (`nomad/state/state_store.go`):
+- indexes: CreateIndex kept on update, ModifyIndex (and AllocModifyIndex / JobModifyIndex
+  where Nomad sets them) stamped from the entry's index;
+- job versions: UpsertJob writes version = current + 1 into a short history (6 rows, the
+  newest stable one never dropped), or rewrites a row in place with `keep_version`;
+- job status: recomputed from per-job counters on every job, alloc and eval write, and the
+  current version's row always mirrors it (the #24957 fix);
+- a plan's alloc update keeps the client-reported status unless it marks the alloc lost or
+  unknown (the client owns that field);
+- an eval that completes with no failed placements cancels its job's blocked evals.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from actors.state.cow import CowMap, CowMultiMap, FrozenMap, FrozenMultiMap, str_hash
+from actors.state.job_status import JobActivity, compute_job_status
+from actors.state.reader import JobKey, TableReader
+from actors.state.records import replacer
+from actors.state.usage import NodeUsage, UsageTable
+from actors.state.versions import add_version, replace_version
+from contracts.allocation import Allocation, ClientStatus
+from contracts.evaluation import EvalStatus, Evaluation
+from contracts.job import Job
+from contracts.node import Node
+from contracts.scaling import TRACKED_SCALING_EVENTS, ScalingEvent
+from contracts.state_log import (
+    AppendScalingEvent,
+    DeleteEvals,
+    DeleteNodes,
+    LogEntry,
+    PurgeJob,
+    StateChange,
+    UpdateAllocsClientStatus,
+    UpsertAllocs,
+    UpsertEvals,
+    UpsertJob,
+    UpsertNodes,
+)
+
+ScalingByGroup = Mapping[str, tuple[ScalingEvent, ...]]
+
+_SLOTS = (
+    "_latest",
+    "_table_index",
+    "_jobs",
+    "_versions",
+    "_nodes",
+    "_allocs",
+    "_evals",
+    "_usage",
+    "_scaling",
+    "_allocs_by_job",
+    "_allocs_by_node",
+    "_evals_by_job",
+)
+
+# A plan may set these client statuses itself (Nomad's upsertAllocsImpl).
+_SERVER_SET_CLIENT_STATUS = frozenset({ClientStatus.LOST, ClientStatus.UNKNOWN})
+
+_new_alloc = replacer(Allocation, "create_index", "modify_index", "alloc_modify_index")
+_updated_alloc = replacer(
+    Allocation, "create_index", "create_time", "modify_index", "alloc_modify_index"
+)
+_updated_alloc_keep_client = replacer(
+    Allocation,
+    "client_status",
+    "client_description",
+    "create_index",
+    "create_time",
+    "modify_index",
+    "alloc_modify_index",
+)
+_client_update = replacer(
+    Allocation, "client_status", "client_description", "modify_index", "modify_time"
+)
+_stamped_eval = replacer(Evaluation, "create_index", "modify_index")
+_stamped_node = replacer(Node, "create_index", "modify_index")
+
+
+class StateSnapshot(TableReader):
+    """A point-in-time, read-only view; taking one is O(shards), never a copy of the data."""
+
+    __slots__ = _SLOTS
+
+    def __init__(
+        self,
+        latest: int,
+        table_index: dict[str, int],
+        jobs: FrozenMap[JobKey, Job],
+        versions: FrozenMap[JobKey, tuple[Job, ...]],
+        nodes: FrozenMap[str, Node],
+        allocs: FrozenMap[str, Allocation],
+        evals: FrozenMap[str, Evaluation],
+        usage: FrozenMap[str, NodeUsage],
+        scaling: FrozenMap[JobKey, ScalingByGroup],
+        allocs_by_job: FrozenMultiMap[JobKey, str],
+        allocs_by_node: FrozenMultiMap[str, str],
+        evals_by_job: FrozenMultiMap[JobKey, str],
+    ) -> None:
+        self._latest = latest
+        self._table_index = table_index
+        self._jobs = jobs
+        self._versions = versions
+        self._nodes = nodes
+        self._allocs = allocs
+        self._evals = evals
+        self._usage = usage
+        self._scaling = scaling
+        self._allocs_by_job = allocs_by_job
+        self._allocs_by_node = allocs_by_node
+        self._evals_by_job = evals_by_job
+
+
+class StateStore(TableReader):
+    """The single-writer store. Reads on the live store are for the writer's own thread;
+    anyone else reads a `snapshot()`."""
+
+    __slots__ = (
+        *_SLOTS,
+        "_blocked",
+        "_dirty",
+        "_handlers",
+        "_live_allocs",
+        "_live_evals",
+        "_lock",
+        "_usage_table",
+    )
+
+    _jobs: CowMap[JobKey, Job]
+    _versions: CowMap[JobKey, tuple[Job, ...]]
+    _nodes: CowMap[str, Node]
+    _allocs: CowMap[str, Allocation]
+    _evals: CowMap[str, Evaluation]
+    _usage: CowMap[str, NodeUsage]
+    _scaling: CowMap[JobKey, ScalingByGroup]
+    _allocs_by_job: CowMultiMap[JobKey, str]
+    _allocs_by_node: CowMultiMap[str, str]
+    _evals_by_job: CowMultiMap[JobKey, str]
+    _table_index: dict[str, int]
+
+    def __init__(self, shards: int = 256, alloc_shards: int = 16384) -> None:
+        self._latest = 0
+        self._table_index = {}
+        self._jobs = CowMap(shards)
+        self._versions = CowMap(shards)
+        self._nodes = CowMap(shards, str_hash)
+        self._allocs = CowMap(alloc_shards, str_hash)
+        self._evals = CowMap(shards, str_hash)
+        self._usage_table = UsageTable(shards)
+        self._usage = self._usage_table.table
+        self._scaling = CowMap(shards)
+        self._allocs_by_job = CowMultiMap(shards)
+        self._allocs_by_node = CowMultiMap(shards, str_hash)
+        self._evals_by_job = CowMultiMap(shards)
+        # Writer-only bookkeeping (never read through a snapshot).
+        self._live_allocs: dict[JobKey, int] = {}
+        self._live_evals: dict[JobKey, int] = {}
+        self._blocked: dict[JobKey, dict[str, None]] = {}
+        self._dirty: dict[JobKey, bool] = {}  # jobs whose status to recompute -> eval_delete
+        self._lock = threading.RLock()
+        self._handlers: dict[type[Any], Callable[[Any, int], None]] = {
+            UpsertNodes: self._apply_upsert_nodes,
+            DeleteNodes: self._apply_delete_nodes,
+            UpsertJob: self._apply_upsert_job,
+            PurgeJob: self._apply_purge_job,
+            UpsertEvals: self._apply_upsert_evals,
+            DeleteEvals: self._apply_delete_evals,
+            UpsertAllocs: self._apply_upsert_allocs,
+            UpdateAllocsClientStatus: self._apply_client_updates,
+            AppendScalingEvent: self._apply_scaling_event,
+        }
+
+    # ------------------------------------------------------------------------------------
+    # Entry points
+
+    def apply(self, entry: LogEntry) -> None:
+        """Apply one entry; an entry at or below the latest index is ignored."""
+        with self._lock:
+            if entry.index <= self._latest:
+                return
+            handler = self._handlers.get(type(entry.change))
+            if handler is None:
+                raise TypeError(f"not a state change: {type(entry.change).__name__}")
+            handler(entry.change, entry.index)
+            self._refresh_job_statuses(entry.index)
+            self._latest = entry.index
+
+    def commit(self, change: StateChange, term: int = 0) -> int:
+        """Apply `change` at the next index (the leader's path); returns that index."""
+        with self._lock:
+            index = self._latest + 1
+            self.apply(LogEntry(index=index, term=term, change=change))
+            return index
+
+    def snapshot(self) -> StateSnapshot:
+        with self._lock:
+            return StateSnapshot(
+                latest=self._latest,
+                table_index=dict(self._table_index),
+                jobs=self._jobs.snapshot(),
+                versions=self._versions.snapshot(),
+                nodes=self._nodes.snapshot(),
+                allocs=self._allocs.snapshot(),
+                evals=self._evals.snapshot(),
+                usage=self._usage.snapshot(),
+                scaling=self._scaling.snapshot(),
+                allocs_by_job=self._allocs_by_job.snapshot(),
+                allocs_by_node=self._allocs_by_node.snapshot(),
+                evals_by_job=self._evals_by_job.snapshot(),
+            )
+
+    # ------------------------------------------------------------------------------------
+    # Nodes
+
+    def _apply_upsert_nodes(self, change: UpsertNodes, index: int) -> None:
+        for node in change.nodes:
+            old = self._nodes.get(node.id)
+            create = index if old is None else old.create_index
+            self._nodes.set(node.id, _stamped_node(node, create, index))
+        self._touch("nodes", index)
+
+    def _apply_delete_nodes(self, change: DeleteNodes, index: int) -> None:
+        for node_id in change.node_ids:
+            self._nodes.pop(node_id)
+        self._touch("nodes", index)
+
+    # ------------------------------------------------------------------------------------
+    # Jobs
+
+    def _apply_upsert_job(self, change: UpsertJob, index: int) -> None:
+        job = change.job
+        key = (job.namespace, job.id)
+        existing = self._jobs.get(key)
+        if change.keep_version:
+            jmi = existing.job_modify_index if existing is not None else 0
+        else:
+            jmi = index
+        for ev in change.evals:
+            self._put_eval(ev, index, job_modify_index=jmi)
+        if change.keep_version:
+            if existing is not None:
+                self._rewrite_version(existing, job, index)
+        else:
+            if existing is None:
+                new = replace(job, create_index=index, modify_index=index, job_modify_index=index)
+            else:
+                new = replace(
+                    job,
+                    version=existing.version + 1,
+                    create_index=existing.create_index,
+                    modify_index=index,
+                    job_modify_index=index,
+                )
+            new = replace(new, status=compute_job_status(new, self._activity(key)))
+            self._jobs.set(key, new)
+            self._versions.set(key, add_version(self._versions.get(key) or (), new))
+            self._touch("jobs", index)
+            self._touch("job_versions", index)
+        for item in change.scaling_events:
+            self._append_scaling(key, item.group, item.event, index)
+        self._dirty.setdefault(key, False)
+
+    def _rewrite_version(self, current: Job, job: Job, index: int) -> None:
+        """keep_version: replace the row of job.version in place (the "set stable" API)."""
+        key = (current.namespace, current.id)
+        if job.version == current.version:
+            new = replace(
+                job,
+                create_index=current.create_index,
+                modify_index=index,
+                job_modify_index=current.job_modify_index,
+            )
+            new = replace(new, status=compute_job_status(new, self._activity(key)))
+            self._jobs.set(key, new)
+            self._touch("jobs", index)
+        else:
+            row = self.job_version(current.namespace, current.id, job.version)
+            if row is None:
+                return
+            new = replace(
+                job,
+                status=row.status,
+                create_index=row.create_index,
+                modify_index=index,
+                job_modify_index=row.job_modify_index,
+            )
+        self._versions.set(key, replace_version(self._versions.get(key) or (), new))
+        self._touch("job_versions", index)
+
+    def _apply_purge_job(self, change: PurgeJob, index: int) -> None:
+        key = (change.namespace, change.job_id)
+        if self._jobs.pop(key) is not None:
+            self._touch("jobs", index)
+        if self._versions.pop(key) is not None:
+            self._touch("job_versions", index)
+        if self._scaling.pop(key) is not None:
+            self._touch("scaling_events", index)
+        for ev in change.evals:
+            self._put_eval(ev, index, job_modify_index=index)
+
+    def _apply_scaling_event(self, change: AppendScalingEvent, index: int) -> None:
+        self._append_scaling((change.namespace, change.job_id), change.group, change.event, index)
+
+    def _append_scaling(self, key: JobKey, group: str, event: ScalingEvent, index: int) -> None:
+        by_group = dict(self._scaling.get(key) or {})
+        by_group[group] = (event, *by_group.get(group, ()))[:TRACKED_SCALING_EVENTS]
+        self._scaling.set(key, by_group)
+        self._touch("scaling_events", index)
+
+    def _activity(self, key: JobKey) -> JobActivity:
+        return JobActivity(
+            live_allocs=self._live_allocs.get(key, 0),
+            total_allocs=self._allocs_by_job.count(key),
+            live_evals=self._live_evals.get(key, 0),
+            total_evals=self._evals_by_job.count(key),
+        )
+
+    def _refresh_job_statuses(self, index: int) -> None:
+        """Recompute the status of every job this entry touched; mirror it into its version."""
+        if not self._dirty:
+            return
+        for key, eval_delete in self._dirty.items():
+            job = self._jobs.get(key)
+            if job is None:
+                continue
+            status = compute_job_status(job, self._activity(key), eval_delete=eval_delete)
+            if status is job.status:
+                continue
+            new = replace(job, status=status, modify_index=index)
+            self._jobs.set(key, new)
+            self._versions.set(key, replace_version(self._versions.get(key) or (), new))
+            self._touch("jobs", index)
+            self._touch("job_versions", index)
+        self._dirty.clear()
+
+    # ------------------------------------------------------------------------------------
+    # Evaluations
+
+    def _apply_upsert_evals(self, change: UpsertEvals, index: int) -> None:
+        for ev in change.evals:
+            self._put_eval(ev, index)
+
+    def _put_eval(self, ev: Evaluation, index: int, job_modify_index: int | None = None) -> None:
+        old = self._evals.get(ev.id)
+        create = index if old is None else old.create_index
+        if job_modify_index is None:
+            new = _stamped_eval(ev, create, index)
+        else:
+            new = replace(
+                ev, create_index=create, modify_index=index, job_modify_index=job_modify_index
+            )
+        key = (new.namespace, new.job_id)
+        if old is not None:
+            self._forget_eval(old, keep_index=(old.namespace, old.job_id) == key)
+        self._evals.set(new.id, new)
+        self._evals_by_job.add(key, new.id)
+        if not new.terminal():
+            self._live_evals[key] = self._live_evals.get(key, 0) + 1
+        if new.status is EvalStatus.BLOCKED:
+            self._blocked.setdefault(key, {})[new.id] = None
+        self._dirty.setdefault(key, False)
+        self._touch("evals", index)
+        if new.status is EvalStatus.COMPLETE and not new.failed_tg_allocs:
+            self._cancel_blocked(new, index)
+
+    def _forget_eval(self, old: Evaluation, keep_index: bool = False) -> None:
+        """Undo `old`'s counters, and its index entry unless the update keeps its job."""
+        key = (old.namespace, old.job_id)
+        if not old.terminal():
+            _decrement(self._live_evals, key)
+        if old.status is EvalStatus.BLOCKED:
+            blocked = self._blocked.get(key)
+            if blocked is not None:
+                blocked.pop(old.id, None)
+                if not blocked:
+                    del self._blocked[key]
+        if not keep_index:
+            self._evals_by_job.discard(key, old.id)
+            self._dirty.setdefault(key, False)
+
+    def _cancel_blocked(self, done: Evaluation, index: int) -> None:
+        key = (done.namespace, done.job_id)
+        for eval_id in list(self._blocked.get(key, ())):
+            blocked = self._evals[eval_id]
+            canceled = replace(
+                blocked,
+                status=EvalStatus.CANCELED,
+                status_description=f'evaluation "{done.id}" successful',
+                modify_time=done.modify_time,
+            )
+            self._put_eval(canceled, index)
+
+    def _apply_delete_evals(self, change: DeleteEvals, index: int) -> None:
+        for eval_id in change.eval_ids:
+            old = self._evals.get(eval_id)
+            if old is not None:
+                self._forget_eval(old)
+                self._evals.pop(eval_id)
+                self._dirty[(old.namespace, old.job_id)] = True
+                self._touch("evals", index)
+        for alloc_id in change.alloc_ids:
+            alloc = self._allocs.get(alloc_id)
+            if alloc is not None:
+                self._unindex_alloc(alloc)
+                self._allocs.pop(alloc_id)
+                self._dirty[(alloc.namespace, alloc.job_id)] = True
+                self._touch("allocs", index)
+
+    # ------------------------------------------------------------------------------------
+    # Allocations
+
+    def _apply_upsert_allocs(self, change: UpsertAllocs, index: int) -> None:
+        for ev in change.evals:
+            self._put_eval(ev, index)
+        allocs = self._allocs
+        for alloc in change.allocs:
+            slot = allocs.slot(alloc.id)
+            old = allocs.get_at(slot, alloc.id)
+            if old is None:
+                new = _new_alloc(alloc, index, index, index)
+            elif alloc.client_status in _SERVER_SET_CLIENT_STATUS:
+                new = _updated_alloc(alloc, old.create_index, old.create_time, index, index)
+            else:
+                new = _updated_alloc_keep_client(
+                    alloc,
+                    old.client_status,
+                    old.client_description,
+                    old.create_index,
+                    old.create_time,
+                    index,
+                    index,
+                )
+            self._write_alloc(old, new, slot)
+        if change.allocs:
+            self._touch("allocs", index)
+
+    def _apply_client_updates(self, change: UpdateAllocsClientStatus, index: int) -> None:
+        for update in change.updates:
+            old = self._allocs.get(update.alloc_id)
+            if old is None:
+                continue
+            new = _client_update(
+                old, update.client_status, update.client_description, index, update.modify_time
+            )
+            self._write_alloc(old, new)
+            self._touch("allocs", index)
+
+    def _write_alloc(self, old: Allocation | None, new: Allocation, slot: int = -1) -> None:
+        """Store `new` over `old`, keeping indexes, usage and job counters in step."""
+        if slot < 0:
+            slot = self._allocs.slot(new.id)
+        self._allocs.set_at(slot, new.id, new)
+        key = (new.namespace, new.job_id)
+        new_live = not new.terminal()
+        if old is None:
+            self._allocs_by_node.add(new.node_id, new.id)
+            self._allocs_by_job.add(key, new.id)
+            if new_live:
+                self._usage_table.add(new)
+                self._live_allocs[key] = self._live_allocs.get(key, 0) + 1
+        else:
+            old_live = not old.terminal()
+            old_key = (old.namespace, old.job_id)
+            same_place = old.node_id == new.node_id and old_key == key
+            if (
+                old_live
+                and new_live
+                and same_place
+                and old.allocated_resources == new.allocated_resources
+            ):
+                pass  # the common in-place update: usage and counters unchanged
+            else:
+                if not same_place:
+                    self._allocs_by_node.discard(old.node_id, old.id)
+                    self._allocs_by_job.discard(old_key, old.id)
+                    self._allocs_by_node.add(new.node_id, new.id)
+                    self._allocs_by_job.add(key, new.id)
+                    self._dirty.setdefault(old_key, False)
+                if old_live:
+                    self._usage_table.remove(old)
+                    _decrement(self._live_allocs, old_key)
+                if new_live:
+                    self._usage_table.add(new)
+                    self._live_allocs[key] = self._live_allocs.get(key, 0) + 1
+        self._dirty.setdefault(key, False)
+
+    def _unindex_alloc(self, old: Allocation) -> None:
+        key = (old.namespace, old.job_id)
+        self._allocs_by_node.discard(old.node_id, old.id)
+        self._allocs_by_job.discard(key, old.id)
+        if not old.terminal():
+            self._usage_table.remove(old)
+            _decrement(self._live_allocs, key)
+
+    # ------------------------------------------------------------------------------------
+
+    def _touch(self, table: str, index: int) -> None:
+        self._table_index[table] = index
+
+
+def _decrement(counter: dict[JobKey, int], key: JobKey) -> None:
+    n = counter.get(key, 0) - 1
+    if n > 0:
+        counter[key] = n
+    else:
+        counter.pop(key, None)

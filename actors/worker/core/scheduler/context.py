@@ -1,0 +1,192 @@
+"""Per-evaluation scheduling context: the plan being built and the *proposed* view of nodes.
+
+Proposed = committed state (the worker's snapshot) + this plan's stops and placements. The
+context never copies the snapshot: it reads node usage lazily and keeps small deltas, so an
+evaluation costs what it touches, not what the cluster holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from actors.worker.core.scheduler.constraints import resolve_node_target
+from actors.worker.core.scheduler.feasible import EvalEligibility
+from contracts import Allocation, Job, Node, Plan
+from contracts.evaluation import PlanAnnotations
+
+if TYPE_CHECKING:
+    from actors.state import StateReader
+
+
+class NodeLoad:
+    """Mutable proposed usage of one node during one evaluation."""
+
+    __slots__ = ("cpu", "device_ids", "disk_mb", "memory_mb")
+
+    def __init__(self, cpu: int, memory_mb: int, disk_mb: int, device_ids: set[str]) -> None:
+        self.cpu = cpu
+        self.memory_mb = memory_mb
+        self.disk_mb = disk_mb
+        self.device_ids = device_ids
+
+
+class PlanBuilder:
+    """Accumulates a plan's stops and placements per node."""
+
+    def __init__(self, eval_id: str, eval_token: str, job: Job | None, snapshot_index: int) -> None:
+        self.eval_id = eval_id
+        self.eval_token = eval_token
+        self.job = job
+        self.snapshot_index = snapshot_index
+        self.node_update: dict[str, list[Allocation]] = defaultdict(list)
+        self.node_allocation: dict[str, list[Allocation]] = defaultdict(list)
+        self.annotations: PlanAnnotations | None = None
+
+    def is_no_op(self) -> bool:
+        return not self.node_update and not self.node_allocation
+
+    def build(self, namespace: str, job_id: str, priority: int) -> Plan:
+        job = self.job
+        return Plan(
+            eval_id=self.eval_id,
+            eval_token=self.eval_token,
+            priority=priority,
+            namespace=namespace,
+            job_id=job_id,
+            job_version=job.version if job else 0,
+            all_at_once=job.all_at_once if job else False,
+            snapshot_index=self.snapshot_index,
+            node_update={k: tuple(v) for k, v in self.node_update.items()},
+            node_allocation={k: tuple(v) for k, v in self.node_allocation.items()},
+            annotations=self.annotations,
+        )
+
+
+class PropertySet:
+    """Counts of a job's (or one group's) proposed allocations per value of a node property.
+    Shared by distinct_property and spread, as in Nomad."""
+
+    def __init__(self, ctx: EvalContext, attribute: str, task_group: str | None) -> None:
+        self.attribute = attribute
+        self.task_group = task_group
+        self.counts: dict[str, int] = defaultdict(int)
+        state = ctx.state
+        for (tg, node_id), n in ctx.job_allocs_on_node.items():
+            if n <= 0 or (task_group is not None and tg != task_group):
+                continue
+            node = state.node(node_id)
+            if node is None:
+                continue
+            value, found = resolve_node_target(attribute, node)
+            if found and value is not None:
+                self.counts[value] += n
+
+    def value_of(self, node: Node) -> str | None:
+        value, found = resolve_node_target(self.attribute, node)
+        return value if found else None
+
+    def used(self, node: Node) -> tuple[str | None, int]:
+        value = self.value_of(node)
+        return value, (self.counts.get(value, 0) if value is not None else 0)
+
+    def placed(self, node: Node, task_group: str) -> None:
+        if self.task_group is not None and self.task_group != task_group:
+            return
+        value = self.value_of(node)
+        if value is not None:
+            self.counts[value] += 1
+
+
+class EvalContext:
+    def __init__(self, state: StateReader, plan: PlanBuilder, job: Job | None) -> None:
+        self.state = state
+        self.plan = plan
+        self.job = job
+        self.eligibility = EvalEligibility()
+        self.loads: dict[str, NodeLoad] = {}
+        # Stops that free room bump `free_generation` and record it per node, so stacks can
+        # drop their "exhausted" marks for exactly those nodes.
+        self.free_generation = 0
+        self.freed_at: dict[str, int] = {}
+        # (task group, node id) -> proposed allocations of this job there.
+        self.job_allocs_on_node: dict[tuple[str, str], int] = defaultdict(int)
+        # node id -> proposed allocations of this job there, all groups.
+        self.job_allocs_per_node: dict[str, int] = defaultdict(int)
+        self.property_sets: list[PropertySet] = []
+        if job is not None:
+            for alloc in state.allocs_by_job(job.namespace, job.id):
+                if not alloc.terminal():
+                    self.job_allocs_on_node[(alloc.task_group, alloc.node_id)] += 1
+                    self.job_allocs_per_node[alloc.node_id] += 1
+
+    def load(self, node_id: str) -> NodeLoad:
+        load = self.loads.get(node_id)
+        if load is None:
+            usage = self.state.node_usage(node_id)
+            load = NodeLoad(usage.cpu, usage.memory_mb, usage.disk_mb, set(usage.device_ids))
+            self.loads[node_id] = load
+        return load
+
+    def property_set(self, attribute: str, task_group: str | None) -> PropertySet:
+        for pset in self.property_sets:
+            if pset.attribute == attribute and pset.task_group == task_group:
+                return pset
+        pset = PropertySet(self, attribute, task_group)
+        self.property_sets.append(pset)
+        return pset
+
+    def stop(self, alloc: Allocation, stopped: Allocation) -> None:
+        """Record a stop (or eviction) of `alloc`; `stopped` is its new record."""
+        self.plan.node_update[alloc.node_id].append(stopped)
+        if alloc.terminal():
+            return
+        self.free_generation += 1
+        self.freed_at[alloc.node_id] = self.free_generation
+        load = self.load(alloc.node_id)
+        res = alloc.allocated_resources
+        load.cpu -= res.cpu
+        load.memory_mb -= res.memory_mb
+        load.disk_mb -= res.disk_mb
+        for device in res.devices:
+            load.device_ids.difference_update(device.device_ids)
+        key = (alloc.task_group, alloc.node_id)
+        self.job_allocs_on_node[key] -= 1
+        self.job_allocs_per_node[alloc.node_id] -= 1
+
+    def unstop(self, alloc: Allocation, stopped: Allocation) -> None:
+        """Undo `stop` when the replacement it made room for could not be placed."""
+        updates = self.plan.node_update[alloc.node_id]
+        updates.remove(stopped)
+        if not updates:
+            del self.plan.node_update[alloc.node_id]
+        if alloc.terminal():
+            return
+        load = self.load(alloc.node_id)
+        res = alloc.allocated_resources
+        load.cpu += res.cpu
+        load.memory_mb += res.memory_mb
+        load.disk_mb += res.disk_mb
+        for device in res.devices:
+            load.device_ids.update(device.device_ids)
+        self.job_allocs_on_node[(alloc.task_group, alloc.node_id)] += 1
+        self.job_allocs_per_node[alloc.node_id] += 1
+
+    def link_replacement(self, stopped: Allocation, replacement_id: str) -> None:
+        """Point a stopped allocation at the one that replaces it (NextAllocation)."""
+        updates = self.plan.node_update[stopped.node_id]
+        position = updates.index(stopped)
+        updates[position] = dataclasses.replace(stopped, next_allocation=replacement_id)
+
+    def place(self, alloc: Allocation, node: Node | None = None) -> None:
+        """Record a new placement (the load was already charged by the stack's fit check)."""
+        self.plan.node_allocation[alloc.node_id].append(alloc)
+        self.job_allocs_on_node[(alloc.task_group, alloc.node_id)] += 1
+        self.job_allocs_per_node[alloc.node_id] += 1
+        if node is not None:
+            for pset in self.property_sets:
+                pset.placed(node, alloc.task_group)
+
+    def update_in_place(self, alloc: Allocation) -> None:
+        self.plan.node_allocation[alloc.node_id].append(alloc)

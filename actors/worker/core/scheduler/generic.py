@@ -1,0 +1,165 @@
+"""The service and batch schedulers (Nomad's GenericScheduler)."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from actors.worker.core.scheduler.base import SchedulerBase, new_uuid, wall_clock_ns
+from actors.worker.core.scheduler.context import EvalContext
+from actors.worker.core.scheduler.feasible import ready_nodes_in_pool
+from actors.worker.core.scheduler.planner import Planner
+from actors.worker.core.scheduler.reconcile import (
+    ALLOC_LOST,
+    Placement,
+    Reconciler,
+    tainted_nodes,
+)
+from actors.worker.core.scheduler.stack import GroupStack
+from contracts import Allocation, ClientStatus, Job, Node, NodeStatus, RescheduleEvent
+from contracts.evaluation import PlanAnnotations
+
+if TYPE_CHECKING:
+    from actors.state import StateReader
+
+MAX_SERVICE_ATTEMPTS = 5
+MAX_BATCH_ATTEMPTS = 2
+
+
+def shuffle_seed(eval_id: str, index: int) -> int:
+    """Deterministic per (evaluation, snapshot): a retry after a refresh reshuffles."""
+    tail = eval_id.replace("-", "")[-16:] or "0"
+    try:
+        value = int(tail, 16)
+    except ValueError:
+        value = int.from_bytes(eval_id.encode()[-8:], "big")
+    return (value ^ index) >> 2
+
+
+class GenericScheduler(SchedulerBase):
+    def __init__(
+        self,
+        state: StateReader,
+        planner: Planner,
+        *,
+        batch: bool = False,
+        algorithm: str = "binpack",
+        now_ns: Callable[[], int] = wall_clock_ns,
+        new_id: Callable[[], str] = new_uuid,
+    ) -> None:
+        super().__init__(state, planner, algorithm=algorithm, now_ns=now_ns, new_id=new_id)
+        self.batch = batch
+        self.max_attempts = MAX_BATCH_ATTEMPTS if batch else MAX_SERVICE_ATTEMPTS
+
+    def _compute(self, ctx: EvalContext, job: Job | None) -> None:
+        evaluation = self.eval
+        assert evaluation is not None
+        state = self.state
+        allocs = state.allocs_by_job(evaluation.namespace, evaluation.job_id)
+        namespace, job_id = evaluation.namespace, evaluation.job_id
+        tainted = tainted_nodes(allocs, state.node)
+        self._mark_stopped_allocs_lost(ctx, allocs, tainted)
+        result = Reconciler(
+            job,
+            allocs,
+            tainted,
+            batch=self.batch,
+            job_version=lambda v: state.job_version(namespace, job_id, v),
+            now_ns=self.now_ns(),
+        ).compute()
+        ctx.plan.annotations = PlanAnnotations(
+            {name: u.freeze() for name, u in result.desired_tg_updates.items()}
+        )
+        for stop in result.stop:
+            ctx.stop(stop.alloc, self._stopped(stop.alloc, stop.description, stop.client_status))
+        if job is None or job.stop:
+            return
+        for alloc in result.inplace:
+            ctx.update_in_place(
+                dataclasses.replace(
+                    alloc,
+                    eval_id=evaluation.id,
+                    job_version=job.version,
+                    job_modify_index=job.job_modify_index,
+                    modify_time=self.now_ns(),
+                )
+            )
+        for name, updates in result.desired_tg_updates.items():
+            # Migrations are placements too (Nomad counts every results.Place entry).
+            self.queued[name] = updates.place + updates.migrate + updates.destructive_update
+        if not result.place and not result.destructive:
+            return
+        nodes, by_dc = ready_nodes_in_pool(state.nodes(), job)
+        random.Random(shuffle_seed(evaluation.id, state.latest_index())).shuffle(nodes)
+        stacks: dict[str, GroupStack] = {}
+        # Destructive updates first: their stops free resources for what follows.
+        for placement in (*result.destructive, *result.place):
+            tg = placement.task_group
+            if tg.name in self.failed_tg_allocs:
+                metric = self.failed_tg_allocs[tg.name]
+                self.failed_tg_allocs[tg.name] = dataclasses.replace(
+                    metric, coalesced_failures=metric.coalesced_failures + 1
+                )
+                continue
+            stack = stacks.get(tg.name)
+            if stack is None:
+                stack = stacks[tg.name] = GroupStack(
+                    ctx, job, tg, nodes, by_dc, batch=self.batch, algorithm=self.algorithm
+                )
+            self._place(ctx, job, stack, placement)
+
+    def _mark_stopped_allocs_lost(
+        self, ctx: EvalContext, allocs: list[Allocation], tainted: dict[str, Node | None]
+    ) -> None:
+        """Nomad's updateNonTerminalAllocsToLost: an alloc already told to stop or evict whose
+        node is down or gone will never report back; mark it lost so it leaves the live set."""
+        for alloc in allocs:
+            if alloc.node_id not in tainted or not alloc.server_terminal():
+                continue
+            node = tainted[alloc.node_id]
+            if node is not None and node.status is not NodeStatus.DOWN:
+                continue
+            if alloc.client_status in (ClientStatus.RUNNING, ClientStatus.PENDING):
+                ctx.stop(alloc, self._stopped(alloc, ALLOC_LOST, ClientStatus.LOST))
+
+    def _place(self, ctx: EvalContext, job: Job, stack: GroupStack, placement: Placement) -> None:
+        previous = placement.previous
+        stopped = None
+        if previous is not None and placement.stop_previous:
+            # Stop first so the replacement may reuse the resources; undone if nothing fits.
+            stopped = self._stopped(previous, placement.stop_previous)
+            ctx.stop(previous, stopped)
+        penalty = _penalty_nodes(placement) if placement.reschedule else frozenset()
+        option = stack.select(penalty)
+        if option is None:
+            if stopped is not None and previous is not None:
+                ctx.unstop(previous, stopped)
+            self.failed_tg_allocs[placement.task_group.name] = stack.failure_metric()
+            return
+        alloc = self._new_alloc(job, placement.task_group.name, placement.name, option, previous)
+        if placement.reschedule and previous is not None:
+            alloc = dataclasses.replace(
+                alloc,
+                reschedule_events=(
+                    *previous.reschedule_events,
+                    _reschedule_event(previous, self.now_ns()),
+                ),
+            )
+        if stopped is not None:
+            ctx.link_replacement(stopped, alloc.id)
+        ctx.place(alloc, option.node)
+
+
+def _penalty_nodes(placement: Placement) -> frozenset[str]:
+    previous = placement.previous
+    if previous is None:
+        return frozenset()
+    return frozenset({previous.node_id, *(e.prev_node_id for e in previous.reschedule_events)})
+
+
+def _reschedule_event(previous: Allocation, now: int) -> RescheduleEvent:
+    return RescheduleEvent(
+        reschedule_time=now, prev_alloc_id=previous.id, prev_node_id=previous.node_id
+    )

@@ -1,0 +1,333 @@
+"""Desired vs actual for service and batch jobs (Nomad's reconcile_cluster.go).
+
+Given the job's current version and all of its allocations, decide per task group what to
+place, stop, migrate, update in place or replace (destructive update). The output is a list
+of intentions; the generic scheduler turns them into a plan.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from contracts import Allocation, ClientStatus, Job, Node, NodeStatus, ReschedulePolicy, TaskGroup
+from contracts.allocation import alloc_name
+from contracts.evaluation import DesiredUpdates
+from contracts.job import DEFAULT_BATCH_RESCHEDULE, DEFAULT_SERVICE_RESCHEDULE
+
+# Nomad's stop descriptions, kept verbatim: users grep for them.
+ALLOC_NOT_NEEDED = "alloc not needed due to job update"
+ALLOC_MIGRATING = "alloc is being migrated"
+ALLOC_UPDATING = "alloc is being updated due to job update"
+ALLOC_LOST = "alloc is lost since its node is down"
+ALLOC_RESCHEDULED = "alloc was rescheduled because it failed"
+ALLOC_NODE_TAINTED = "alloc not needed as node is tainted"
+
+
+@dataclass(slots=True)
+class Placement:
+    name: str
+    task_group: TaskGroup
+    previous: Allocation | None = None
+    # Stop `previous` in the same plan, atomically with this placement (updates, migrations).
+    stop_previous: str = ""
+    reschedule: bool = False
+
+    @property
+    def index(self) -> int:
+        return int(self.name[self.name.rfind("[") + 1 : -1])
+
+
+@dataclass(slots=True)
+class Stop:
+    alloc: Allocation
+    description: str
+    client_status: ClientStatus | None = None
+
+
+@dataclass(slots=True)
+class GroupUpdates:
+    place: int = 0
+    stop: int = 0
+    migrate: int = 0
+    in_place_update: int = 0
+    destructive_update: int = 0
+    ignore: int = 0
+
+    def freeze(self) -> DesiredUpdates:
+        return DesiredUpdates(
+            place=self.place,
+            stop=self.stop,
+            migrate=self.migrate,
+            in_place_update=self.in_place_update,
+            destructive_update=self.destructive_update,
+            ignore=self.ignore,
+        )
+
+
+@dataclass(slots=True)
+class ReconcileResult:
+    place: list[Placement] = field(default_factory=list)
+    destructive: list[Placement] = field(default_factory=list)
+    inplace: list[Allocation] = field(default_factory=list)
+    stop: list[Stop] = field(default_factory=list)
+    desired_tg_updates: dict[str, GroupUpdates] = field(
+        default_factory=lambda: defaultdict(GroupUpdates)
+    )
+
+
+class NameIndex:
+    """Hands out `job.group[i]` names: free indexes below count first (Nomad's allocNameIndex)."""
+
+    def __init__(self, job_id: str, group: str, count: int, used: Iterable[int]) -> None:
+        self.job_id = job_id
+        self.group = group
+        self.count = count
+        self.used = set(used)
+
+    def next(self, n: int) -> list[str]:
+        names: list[str] = []
+        for idx in range(self.count):
+            if len(names) == n:
+                return names
+            if idx not in self.used:
+                self.used.add(idx)
+                names.append(alloc_name(self.job_id, self.group, idx))
+        # Free indexes exhausted: reuse low indexes, as Nomad does.
+        idx = 0
+        while len(names) < n:
+            names.append(alloc_name(self.job_id, self.group, idx))
+            idx += 1
+        return names
+
+    def release(self, idx: int) -> None:
+        self.used.discard(idx)
+
+
+def tainted_nodes(
+    allocs: Iterable[Allocation], lookup: Callable[[str], Node | None]
+) -> dict[str, Node | None]:
+    """Nodes of these allocations that are gone, down, disconnected or draining."""
+    tainted: dict[str, Node | None] = {}
+    seen: set[str] = set()
+    for alloc in allocs:
+        node_id = alloc.node_id
+        if node_id in seen:
+            continue
+        seen.add(node_id)
+        node = lookup(node_id)
+        if node is None or node.status in (NodeStatus.DOWN, NodeStatus.DISCONNECTED) or node.drain:
+            tainted[node_id] = node
+    return tainted
+
+
+def tasks_updated(old: TaskGroup | None, new: TaskGroup) -> bool:
+    """Does the change need a new allocation (destructive) rather than an in-place update?"""
+    if old is None or len(old.tasks) != len(new.tasks):
+        return True
+    if old.ephemeral_disk_mb != new.ephemeral_disk_mb or old.meta != new.meta:
+        return True
+    old_tasks = {t.name: t for t in old.tasks}
+    for task in new.tasks:
+        prev = old_tasks.get(task.name)
+        if prev is None:
+            return True
+        if (
+            prev.driver != task.driver
+            or prev.config != task.config
+            or prev.env != task.env
+            or prev.meta != task.meta
+            or prev.user != task.user
+            or prev.resources != task.resources
+        ):
+            return True
+    return False
+
+
+def _reschedulable(alloc: Allocation, policy: ReschedulePolicy, now_ns: int) -> bool:
+    if policy.unlimited:
+        return True
+    if policy.attempts <= 0:
+        return False
+    window_start = now_ns - int(policy.interval_s * 1e9)
+    recent = sum(1 for e in alloc.reschedule_events if e.reschedule_time >= window_start)
+    return recent < policy.attempts
+
+
+class Reconciler:
+    def __init__(
+        self,
+        job: Job | None,
+        allocs: Iterable[Allocation],
+        tainted: Mapping[str, Node | None],
+        *,
+        batch: bool,
+        job_version: Callable[[int], Job | None],
+        now_ns: int,
+    ) -> None:
+        self.job = job
+        self.allocs = list(allocs)
+        self.tainted = tainted
+        self.batch = batch
+        self.job_version = job_version
+        self.now_ns = now_ns
+        self.result = ReconcileResult()
+
+    def compute(self) -> ReconcileResult:
+        by_group: dict[str, list[Allocation]] = defaultdict(list)
+        for alloc in self.allocs:
+            by_group[alloc.task_group].append(alloc)
+        job = self.job
+        if job is None or job.stop:
+            for group, allocs in by_group.items():
+                self._stop_all(group, allocs)
+            return self.result
+        for tg in job.task_groups:
+            self._compute_group(job, tg, by_group.pop(tg.name, []))
+        for group, allocs in by_group.items():  # groups removed from the job
+            self._stop_all(group, allocs)
+        return self.result
+
+    def _stop(self, alloc: Allocation, description: str, group: str) -> None:
+        lost = self._on_lost_node(alloc) and not alloc.client_terminal()
+        self.result.stop.append(Stop(alloc, description, ClientStatus.LOST if lost else None))
+        self.result.desired_tg_updates[group].stop += 1
+
+    def _stop_all(self, group: str, allocs: list[Allocation]) -> None:
+        for alloc in allocs:
+            if not alloc.server_terminal() and not alloc.client_terminal():
+                self._stop(alloc, ALLOC_NOT_NEEDED, group)
+
+    def _on_lost_node(self, alloc: Allocation) -> bool:
+        if alloc.node_id not in self.tainted:
+            return False
+        node = self.tainted[alloc.node_id]
+        return node is None or node.status in (NodeStatus.DOWN, NodeStatus.DISCONNECTED)
+
+    def _compute_group(self, job: Job, tg: TaskGroup, allocs: list[Allocation]) -> None:
+        updates = self.result.desired_tg_updates[tg.name]
+        live = [a for a in allocs if not a.server_terminal()]
+        if tg.count == 0:
+            self._stop_all(tg.name, live)
+            return
+        policy = tg.reschedule_policy or (
+            DEFAULT_BATCH_RESCHEDULE if self.batch else DEFAULT_SERVICE_RESCHEDULE
+        )
+        untainted: list[Allocation] = []
+        migrate: list[Allocation] = []
+        lost: list[Allocation] = []
+        reschedule: list[Allocation] = []
+        for alloc in live:
+            if self.batch and alloc.client_terminal() and alloc.job_version < job.version:
+                # Nomad's filterOldTerminalAllocs: finished batch work of an older version
+                # does not count toward the new version's count.
+                updates.ignore += 1
+                continue
+            if alloc.node_id in self.tainted:
+                if self._on_lost_node(alloc):
+                    if not alloc.client_terminal():
+                        lost.append(alloc)
+                        continue
+                elif alloc.desired_transition.migrate and not alloc.client_terminal():
+                    migrate.append(alloc)
+                    continue
+            status = alloc.client_status
+            if status is ClientStatus.FAILED:
+                if _reschedulable(alloc, policy, self.now_ns) and not alloc.next_allocation:
+                    reschedule.append(alloc)
+                else:
+                    untainted.append(alloc)  # out of attempts: it keeps its slot
+            elif status is ClientStatus.COMPLETE:
+                if self.batch:
+                    untainted.append(alloc)  # batch work that finished is never re-run
+                else:
+                    updates.ignore += 1
+            elif status is ClientStatus.LOST:
+                updates.ignore += 1
+            else:
+                untainted.append(alloc)
+
+        names = NameIndex(
+            job.id, tg.name, tg.count, (a.index for a in (*untainted, *migrate, *reschedule, *lost))
+        )
+
+        for alloc in lost:
+            self._stop(alloc, ALLOC_LOST, tg.name)
+
+        # Scale down: migrating allocations first, then the highest name indexes.
+        excess = len(untainted) + len(migrate) - tg.count
+        if excess > 0:
+            for alloc in sorted(migrate, key=lambda a: a.index, reverse=True)[:excess]:
+                migrate.remove(alloc)
+                self._stop(alloc, ALLOC_NOT_NEEDED, tg.name)
+                names.release(alloc.index)
+                excess -= 1
+        if excess > 0:
+            for alloc in sorted(untainted, key=lambda a: a.index, reverse=True)[:excess]:
+                untainted.remove(alloc)
+                self._stop(alloc, ALLOC_NOT_NEEDED, tg.name)
+                names.release(alloc.index)
+
+        destructive: list[Allocation] = []
+        for alloc in untainted:
+            if alloc.client_terminal() or _same_version(alloc, job):
+                updates.ignore += 1
+                continue
+            old = self.job_version(alloc.job_version)
+            if tasks_updated(old.lookup_task_group(tg.name) if old else None, tg):
+                destructive.append(alloc)
+            else:
+                self.result.inplace.append(alloc)
+                updates.in_place_update += 1
+
+        # Rolling updates: at most max_parallel replacements in flight at once.
+        limit = len(destructive)
+        if destructive and tg.update is not None and tg.update.max_parallel > 0:
+            in_flight = sum(
+                1
+                for a in untainted
+                if _same_version(a, job) and a.client_status is ClientStatus.PENDING
+            )
+            limit = max(0, tg.update.max_parallel - in_flight)
+        destructive.sort(key=lambda a: a.index)
+        for alloc in destructive[:limit]:
+            self.result.destructive.append(
+                Placement(alloc.name, tg, previous=alloc, stop_previous=ALLOC_UPDATING)
+            )
+            updates.destructive_update += 1
+        updates.ignore += len(destructive) - min(limit, len(destructive))
+
+        for alloc in migrate:
+            self.result.place.append(
+                Placement(alloc.name, tg, previous=alloc, stop_previous=ALLOC_MIGRATING)
+            )
+            updates.migrate += 1
+
+        existing = len(untainted) + len(migrate)
+        for alloc in reschedule:
+            if existing >= tg.count:
+                break
+            self.result.place.append(
+                Placement(
+                    alloc.name, tg, previous=alloc, stop_previous=ALLOC_RESCHEDULED, reschedule=True
+                )
+            )
+            updates.place += 1
+            existing += 1
+        for alloc in lost:
+            if existing >= tg.count:
+                break
+            self.result.place.append(Placement(alloc.name, tg, previous=alloc))
+            updates.place += 1
+            existing += 1
+        if existing < tg.count:
+            for name in names.next(tg.count - existing):
+                self.result.place.append(Placement(name, tg))
+                updates.place += 1
+
+
+def _same_version(alloc: Allocation, job: Job) -> bool:
+    if alloc.job_modify_index and job.job_modify_index:
+        return alloc.job_modify_index == job.job_modify_index
+    return alloc.job_version == job.version

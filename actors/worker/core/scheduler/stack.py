@@ -1,0 +1,338 @@
+"""The placement chain for one task group (Nomad's GenericStack / SystemStack).
+
+    shuffled base nodes -> feasibility (class-cached) -> distinct_hosts / distinct_property
+      -> fit (cpu, memory, disk, devices) -> score components -> limit -> max score
+
+Feasibility does not change within an evaluation, so it runs once per node per group and
+leaves a ring of feasible nodes; each placement walks the ring from where the previous one
+stopped (Nomad's StaticIterator keeps its offset), so successive placements look at fresh
+nodes. Fit and score depend on what this plan already placed and run per placement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from actors.worker.core.scheduler.context import EvalContext, NodeLoad, PropertySet
+from actors.worker.core.scheduler.feasible import (
+    FilterMetrics,
+    GroupFeasibility,
+    device_matches,
+    group_constraints,
+)
+from actors.worker.core.scheduler.rank import (
+    RESCHEDULE_PENALTY,
+    job_anti_affinity,
+    node_affinity,
+    score_fit_binpack,
+    score_fit_spread,
+)
+from actors.worker.core.scheduler.select import LimitedMax, RankedOption, placement_limit
+from actors.worker.core.scheduler.spread import SpreadScorer
+from contracts import AllocMetric, Job, Node, TaskGroup
+from contracts.resources import AllocatedDevice, DeviceRequest
+
+
+class _Exhaustion:
+    __slots__ = ("dimensions", "nodes")
+
+    def __init__(self) -> None:
+        self.nodes = 0
+        self.dimensions: dict[str, int] = {}
+
+    def add(self, dimension: str) -> None:
+        self.nodes += 1
+        self.dimensions[dimension] = self.dimensions.get(dimension, 0) + 1
+
+
+class GroupStack:
+    def __init__(
+        self,
+        ctx: EvalContext,
+        job: Job,
+        tg: TaskGroup,
+        base_nodes: Sequence[Node],
+        nodes_available: dict[str, int],
+        *,
+        batch: bool,
+        algorithm: str = "binpack",
+    ) -> None:
+        self.ctx = ctx
+        self.job = job
+        self.tg = tg
+        self.base_nodes = base_nodes
+        self.nodes_available = nodes_available
+        self.feasibility = GroupFeasibility(job, tg, ctx.eligibility)
+        self.filter_metrics = FilterMetrics()
+        self.ring: list[tuple[Node, int, int, int]] | None = None
+        # Ring positions known not to fit the group's ask: within an evaluation a node only
+        # fills up (stops that free room clear the mark, see `EvalContext.freed`), so later
+        # placements skip them without re-checking. Value: the exhausted dimension.
+        self.exhausted: dict[int, str] = {}
+        self.synced_generation = 0
+        self.cursor = 0
+        ask = tg.combined_resources()
+        self.ask_cpu, self.ask_mem, self.ask_disk = ask.cpu, ask.memory_mb, ask.disk_mb
+        self.device_requests: tuple[DeviceRequest, ...] = ask.devices
+        self.fit_score = score_fit_spread if algorithm == "spread" else score_fit_binpack
+        self.affinities = (
+            tuple(job.affinities)
+            + tuple(tg.affinities)
+            + tuple(a for t in tg.tasks for a in t.affinities)
+        )
+        has_spread = bool(job.spreads or tg.spreads)
+        self.spread: SpreadScorer | None = None
+        self._has_spread = has_spread
+        self.limit = placement_limit(
+            batch, len(base_nodes), tg.count, bool(self.affinities) or has_spread
+        )
+        self._distinct_job = any(c.operand == "distinct_hosts" for c in job.constraints)
+        self._distinct_tg = any(c.operand == "distinct_hosts" for c in group_constraints(tg))
+        self._distinct_props: list[tuple[PropertySet, int]] | None = None
+
+    # -- static part ------------------------------------------------------------------------
+
+    def _build_ring(self) -> list[tuple[Node, int, int, int]]:
+        ring = []
+        check = self.feasibility.check
+        metrics = self.filter_metrics
+        for node in self.base_nodes:
+            if check(node, metrics):
+                res, reserved = node.node_resources, node.reserved_resources
+                ring.append(
+                    (
+                        node,
+                        res.cpu - reserved.cpu,
+                        res.memory_mb - reserved.memory_mb,
+                        res.disk_mb - reserved.disk_mb,
+                    )
+                )
+        return ring
+
+    def _distinct_property_sets(self) -> list[tuple[PropertySet, int]]:
+        if self._distinct_props is None:
+            sets = []
+            for c in self.job.constraints:
+                if c.operand == "distinct_property":
+                    sets.append((self.ctx.property_set(c.l_target, None), _allowed(c.r_target)))
+            for c in group_constraints(self.tg):
+                if c.operand == "distinct_property":
+                    sets.append(
+                        (self.ctx.property_set(c.l_target, self.tg.name), _allowed(c.r_target))
+                    )
+            self._distinct_props = sets
+        return self._distinct_props
+
+    # -- per placement ----------------------------------------------------------------------
+
+    def select(self, penalty_nodes: frozenset[str] = frozenset()) -> RankedOption | None:
+        """Pick a node for one more allocation of the group and charge its resources to the
+        plan's proposed load; None if nothing fits (see `failure_metric`)."""
+        ring = self.ring
+        if ring is None:
+            ring = self.ring = self._build_ring()
+        if self._has_spread and self.spread is None:
+            self.spread = SpreadScorer(self.ctx, self.job, self.tg)
+        size = len(ring)
+        self.last_exhaustion = exhaustion = _Exhaustion()
+        self.last_evaluated = 0
+        if size == 0:
+            return None
+        chooser = LimitedMax(self.limit)
+        ctx = self.ctx
+        if ctx.free_generation != self.synced_generation:
+            self._forget_exhaustion()
+        exhausted = self.exhausted
+        loads = ctx.loads
+        load_of = ctx.load
+        on_node = ctx.job_allocs_on_node
+        per_node = ctx.job_allocs_per_node
+        tg_name = self.tg.name
+        count = self.tg.count
+        ask_cpu, ask_mem, ask_disk = self.ask_cpu, self.ask_mem, self.ask_disk
+        fit_score = self.fit_score
+        affinities = self.affinities
+        spread = self.spread
+        devices_wanted = self.device_requests
+        distinct_job, distinct_tg = self._distinct_job, self._distinct_tg
+        distinct_props = self._distinct_property_sets()
+        i = self.cursor
+        walked = 0
+        while walked < size:
+            position = i
+            i += 1
+            if i == size:
+                i = 0
+            walked += 1
+            dimension = exhausted.get(position)
+            if dimension is not None:
+                exhaustion.add(dimension)
+                continue
+            node, cap_cpu, cap_mem, cap_disk = ring[position]
+            node_id = node.id
+            if distinct_job and per_node.get(node_id, 0) > 0:
+                self.filter_metrics.filtered(node, "distinct_hosts")
+                continue
+            if distinct_tg and on_node.get((tg_name, node_id), 0) > 0:
+                self.filter_metrics.filtered(node, "distinct_hosts")
+                continue
+            if distinct_props and not _distinct_ok(distinct_props, node):
+                self.filter_metrics.filtered(node, "distinct_property")
+                continue
+            load = loads.get(node_id) or load_of(node_id)
+            cpu = load.cpu + ask_cpu
+            if cpu > cap_cpu:
+                exhaustion.add("cpu")
+                exhausted[position] = "cpu"
+                continue
+            mem = load.memory_mb + ask_mem
+            if mem > cap_mem:
+                exhaustion.add("memory")
+                exhausted[position] = "memory"
+                continue
+            disk = load.disk_mb + ask_disk
+            if disk > cap_disk:
+                exhaustion.add("disk")
+                exhausted[position] = "disk"
+                continue
+            offer: tuple[AllocatedDevice, ...] = ()
+            if devices_wanted:
+                found = offer_devices(node, devices_wanted, load)
+                if found is None:
+                    exhaustion.add("devices")
+                    continue
+                offer = found
+            total = fit_score(cap_cpu, cap_mem, cpu, mem)
+            components = 1
+            collisions = on_node.get((tg_name, node_id), 0)
+            if collisions > 0:
+                total += job_anti_affinity(collisions, count)
+                components += 1
+            if penalty_nodes and node_id in penalty_nodes:
+                total += RESCHEDULE_PENALTY
+                components += 1
+            if affinities:
+                total += node_affinity(affinities, node)
+                components += 1
+            if spread is not None:
+                boost = spread.score(node)
+                if boost != 0.0:
+                    total += boost
+                    components += 1
+            if chooser.offer(total / components, node, offer):
+                break
+        self.cursor = i
+        self.last_evaluated = walked
+        chosen = chooser.result()
+        if chosen is None:
+            return None
+        score, node, offer = chosen
+        best = RankedOption(node, score, ask_cpu, ask_mem, ask_disk, offer)
+        self._charge(load_of(node.id), best)
+        return best
+
+    def _forget_exhaustion(self) -> None:
+        ring, since = self.ring, self.synced_generation
+        freed_at = self.ctx.freed_at
+        if ring is not None:
+            for position in [p for p in self.exhausted if freed_at.get(ring[p][0].id, 0) > since]:
+                del self.exhausted[position]
+        self.synced_generation = self.ctx.free_generation
+
+    def select_on(self, node: Node) -> RankedOption | None:
+        """The system scheduler's question: can this one node take the group?"""
+        self.last_exhaustion = exhaustion = _Exhaustion()
+        self.last_evaluated = 1
+        if not self.feasibility.check(node, self.filter_metrics):
+            return None
+        res, reserved = node.node_resources, node.reserved_resources
+        load = self.ctx.load(node.id)
+        cpu, mem = load.cpu + self.ask_cpu, load.memory_mb + self.ask_mem
+        cap_cpu, cap_mem = res.cpu - reserved.cpu, res.memory_mb - reserved.memory_mb
+        if cpu > cap_cpu:
+            exhaustion.add("cpu")
+            return None
+        if mem > cap_mem:
+            exhaustion.add("memory")
+            return None
+        if load.disk_mb + self.ask_disk > res.disk_mb - reserved.disk_mb:
+            exhaustion.add("disk")
+            return None
+        offer: tuple[AllocatedDevice, ...] = ()
+        if self.device_requests:
+            found = offer_devices(node, self.device_requests, load)
+            if found is None:
+                exhaustion.add("devices")
+                return None
+            offer = found
+        option = RankedOption(
+            node,
+            self.fit_score(cap_cpu, cap_mem, cpu, mem),
+            self.ask_cpu,
+            self.ask_mem,
+            self.ask_disk,
+            offer,
+        )
+        self._charge(load, option)
+        return option
+
+    def infeasible(self, node: Node) -> bool:
+        return not self.feasibility.check(node, FilterMetrics())
+
+    def _charge(self, load: NodeLoad, option: RankedOption) -> None:
+        load.cpu += option.cpu
+        load.memory_mb += option.memory_mb
+        load.disk_mb += option.disk_mb
+        for device in option.devices:
+            load.device_ids.update(device.device_ids)
+
+    def failure_metric(self) -> AllocMetric:
+        """AllocMetric for a placement that found no node, with reasons per dimension."""
+        exhaustion = getattr(self, "last_exhaustion", _Exhaustion())
+        fm = self.filter_metrics
+        return AllocMetric(
+            nodes_evaluated=getattr(self, "last_evaluated", 0) + fm.nodes_filtered,
+            nodes_filtered=fm.nodes_filtered,
+            nodes_in_pool=len(self.base_nodes),
+            nodes_available=dict(self.nodes_available),
+            class_filtered=dict(fm.class_filtered),
+            constraint_filtered=dict(fm.constraint_filtered),
+            nodes_exhausted=exhaustion.nodes,
+            dimension_exhausted=dict(exhaustion.dimensions),
+        )
+
+
+def _allowed(r_target: str) -> int:
+    try:
+        return max(1, int(r_target))
+    except ValueError:
+        return 1
+
+
+def _distinct_ok(sets: list[tuple[PropertySet, int]], node: Node) -> bool:
+    for pset, allowed in sets:
+        value, used = pset.used(node)
+        if value is None or used >= allowed:
+            return False
+    return True
+
+
+def offer_devices(
+    node: Node, requests: Sequence[DeviceRequest], load: NodeLoad
+) -> tuple[AllocatedDevice, ...] | None:
+    """Pick free healthy device instances for every request, or None if they don't fit."""
+    taken = set(load.device_ids)
+    offer = []
+    for request in requests:
+        for device in node.node_resources.devices:
+            if not device_matches(device, request):
+                continue
+            free = [i for i in device.healthy_ids() if i not in taken]
+            if len(free) >= request.count:
+                chosen = tuple(free[: request.count])
+                taken.update(chosen)
+                offer.append(AllocatedDevice(device.vendor, device.type, device.name, chosen))
+                break
+        else:
+            return None
+    return tuple(offer)

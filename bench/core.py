@@ -1,0 +1,170 @@
+"""Scheduling-core throughput, in process (no actors): `python -m bench.core`.
+
+Registers `--jobs` service jobs of `--count` allocations on `--nodes` simulated nodes (half
+the jobs constrained to the half of the nodes running linux), then runs every evaluation
+through the scheduler and the leader's plan applier against one state store, as the real
+system does but without the transport. Prints one JSON line.
+
+`overcommitted_nodes` is recomputed from scratch from every allocation in the store, not
+taken from the store's incremental usage counters, so it checks them too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from collections import defaultdict
+from typing import Any
+
+import orjson
+
+from actors.leader.core.inprocess_planner import InProcessPlanner
+from actors.state import StateStore
+from actors.worker.core.scheduler import new_scheduler
+from contracts import (
+    Constraint,
+    DriverInfo,
+    Evaluation,
+    Job,
+    Node,
+    NodeResources,
+    Resources,
+    Task,
+    TaskGroup,
+    TriggeredBy,
+)
+from contracts.state_log import UpsertJob, UpsertNodes
+
+
+def make_nodes(count: int, seed: int) -> list[Node]:
+    rng = random.Random(seed)
+    nodes = []
+    for i in range(count):
+        nodes.append(
+            Node(
+                id=f"node-{i:05d}",
+                name=f"node-{i:05d}",
+                datacenter=f"dc{1 + i % 3}",
+                node_class="linux-std" if i % 2 == 0 else "windows-std",
+                attributes={
+                    "kernel.name": "linux" if i % 2 == 0 else "windows",
+                    "rack": f"r{rng.randrange(50)}",
+                    "unique.hostname": f"host-{i}",
+                },
+                drivers={"mock": DriverInfo()},
+                node_resources=NodeResources(cpu=4000, memory_mb=16384, disk_mb=100_000),
+            ).with_computed_class()
+        )
+    return nodes
+
+
+def make_job(i: int, count: int) -> Job:
+    constraints = (Constraint("${attr.kernel.name}", "linux", "="),) if i % 2 == 0 else ()
+    return Job(
+        id=f"job-{i:04d}",
+        name=f"job-{i:04d}",
+        datacenters=("dc*",),
+        constraints=constraints,
+        task_groups=(
+            TaskGroup(
+                name="app",
+                count=count,
+                tasks=(
+                    Task(name="srv", driver="mock", resources=Resources(cpu=100, memory_mb=256)),
+                ),
+            ),
+        ),
+    )
+
+
+def overcommitted_nodes(store: StateStore) -> int:
+    used: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    for alloc in store.allocs():
+        if alloc.terminal():
+            continue
+        u = used[alloc.node_id]
+        u[0] += alloc.allocated_resources.cpu
+        u[1] += alloc.allocated_resources.memory_mb
+        u[2] += alloc.allocated_resources.disk_mb
+    bad = 0
+    for node_id, (cpu, mem, disk) in used.items():
+        node = store.node(node_id)
+        if node is None:
+            bad += 1
+            continue
+        cap, res = node.node_resources, node.reserved_resources
+        if (
+            cpu > cap.cpu - res.cpu
+            or mem > cap.memory_mb - res.memory_mb
+            or disk > cap.disk_mb - res.disk_mb
+        ):
+            bad += 1
+    return bad
+
+
+def run(nodes: int, jobs: int, count: int, seed: int = 7) -> dict[str, Any]:
+    store = StateStore()
+    store.commit(UpsertNodes(tuple(make_nodes(nodes, seed))))
+    evals = []
+    for i in range(jobs):
+        job = make_job(i, count)
+        evaluation = Evaluation(
+            id=f"eval-{i:04d}-0000-0000-0000-{i:012x}",
+            job_id=job.id,
+            type="service",
+            priority=job.priority,
+            triggered_by=TriggeredBy.JOB_REGISTER,
+        )
+        store.commit(UpsertJob(job, evals=(evaluation,)))
+        evals.append(evaluation.id)
+
+    planner = InProcessPlanner(store)
+    started = time.perf_counter()
+    for eval_id in evals:
+        evaluation = store.eval(eval_id)
+        assert evaluation is not None
+        new_scheduler("service", store.snapshot(), planner).process(evaluation)
+    seconds = time.perf_counter() - started
+
+    placements = sum(1 for a in store.allocs() if not a.terminal())
+    rejected = sum(len(r.rejected_nodes) for r in planner.results)
+    return {
+        "bench": "core",
+        "nodes": nodes,
+        "jobs": jobs,
+        "count": count,
+        "placements": placements,
+        "seconds": round(seconds, 3),
+        "placements_per_s": round(placements / seconds, 1) if seconds else 0.0,
+        "plans": len(planner.plans),
+        "rejected_nodes": rejected,
+        "failed_evals": sum(1 for e in planner.evals if e.status == "failed"),
+        "overcommitted_nodes": overcommitted_nodes(store),
+        "python": sys.version.split()[0],
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--jobs", type=int, default=100)
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--profile", action="store_true", help="print a cProfile summary to stderr")
+    args = parser.parse_args(argv)
+    if args.profile:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        result = profiler.runcall(run, args.nodes, args.jobs, args.count, args.seed)
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(30)
+    else:
+        result = run(args.nodes, args.jobs, args.count, args.seed)
+    print(orjson.dumps(result).decode())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,243 @@
+"""Copy-on-write tables: snapshots are isolated from later writes and cost O(shards)."""
+
+from __future__ import annotations
+
+import zlib
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
+
+from actors.state.cow import CowMap, CowMultiMap, FrozenMap, FrozenMultiMap, stable_hash
+
+
+def test_basic_map_operations() -> None:
+    m: CowMap[str, int] = CowMap(shards=8)
+    m.set("a", 1)
+    m["b"] = 2
+    assert m.get("a") == 1 and m["b"] == 2 and m.get("zz") is None
+    assert "a" in m and "zz" not in m
+    assert len(m) == 2
+    m.set("a", 10)
+    assert len(m) == 2
+    assert m.pop("a") == 10
+    assert m.pop("a") is None
+    assert len(m) == 1
+    assert sorted(m) == ["b"] and list(m.values()) == [2] and list(m.items()) == [("b", 2)]
+
+
+def test_shards_must_be_a_power_of_two() -> None:
+    with pytest.raises(ValueError):
+        CowMap(shards=3)
+    with pytest.raises(ValueError):
+        CowMap(shards=0)
+
+
+def test_snapshot_never_sees_later_writes() -> None:
+    m: CowMap[str, int] = CowMap(shards=4)
+    for i in range(100):
+        m.set(f"k{i}", i)
+    snap = m.snapshot()
+    m.set("k0", -1)  # overwrite
+    m.pop("k1")  # delete
+    m.set("new", 7)  # insert
+    assert snap.get("k0") == 0
+    assert snap.get("k1") == 1
+    assert snap.get("new") is None
+    assert len(snap) == 100
+    assert snap.to_dict() == {f"k{i}": i for i in range(100)}
+    assert m.get("k0") == -1 and "k1" not in m and len(m) == 100
+
+
+def test_writes_after_many_snapshots() -> None:
+    m: CowMap[str, int] = CowMap(shards=2)
+    model: dict[str, int] = {}
+    snaps: list[tuple[FrozenMap[str, int], dict[str, int]]] = []
+    for step in range(50):
+        key = f"k{step % 7}"
+        if step % 5 == 4:
+            m.pop(key)
+            model.pop(key, None)
+        else:
+            m.set(key, step)
+            model[key] = step
+        snaps.append((m.snapshot(), dict(model)))
+        snaps.append((m.snapshot(), dict(model)))  # back-to-back snapshots share shards
+    for snap, expected in snaps:
+        assert snap.to_dict() == expected
+        assert len(snap) == len(expected)
+    assert m.to_dict() == model
+
+
+def test_snapshot_shares_untouched_shards() -> None:
+    m: CowMap[str, int] = CowMap(shards=16)
+    for i in range(1000):
+        m.set(f"k{i}", i)
+    snap = m.snapshot()
+    m.set("k5", -5)
+    touched = stable_hash("k5") & 15
+    live_shards = m._shards
+    frozen_shards = snap._shards
+    shared = [live_shards[i] is frozen_shards[i] for i in range(16)]
+    assert not shared[touched]
+    assert sum(shared) == 15
+
+
+def test_stable_hash_is_process_independent() -> None:
+    assert stable_hash("node-1") == zlib.crc32(b"node-1")
+    assert stable_hash(("default", "web")) == zlib.crc32(b"default\x00web")
+    assert stable_hash(42) == 42
+    with pytest.raises(TypeError):
+        stable_hash(1.5)
+
+
+def test_iteration_order_depends_only_on_writes() -> None:
+    a: CowMap[str, int] = CowMap(shards=8)
+    b: CowMap[str, int] = CowMap(shards=8)
+    for m in (a, b):
+        for i in range(200):
+            m.set(f"id-{i}", i)
+        for i in range(0, 200, 3):
+            m.pop(f"id-{i}")
+        m.snapshot()
+        m.set("id-1", -1)
+    assert list(a.items()) == list(b.items())
+
+
+def test_multimap_add_discard_and_isolation() -> None:
+    mm: CowMultiMap[str, str] = CowMultiMap(shards=4)
+    mm.add("n1", "a1")
+    mm.add("n1", "a2")
+    mm.add("n1", "a2")  # duplicate is a no-op
+    mm.add("n2", "b1")
+    assert list(mm.get("n1")) == ["a1", "a2"]
+    assert mm.count("n1") == 2 and mm.count("zz") == 0
+    assert list(mm.get("zz")) == []
+    snap = mm.snapshot()
+    mm.add("n1", "a3")
+    mm.discard("n1", "a1")
+    mm.discard("n2", "b1")  # last member: the key goes away
+    mm.discard("n2", "nope")
+    assert list(snap.get("n1")) == ["a1", "a2"]
+    assert list(snap.get("n2")) == ["b1"]
+    assert list(mm.get("n1")) == ["a2", "a3"]
+    assert list(mm.get("n2")) == []
+    assert sorted(mm.keys()) == ["n1"]
+    assert snap.to_dict() == {"n1": ["a1", "a2"], "n2": ["b1"]}
+
+
+def test_multimap_copies_only_the_written_key() -> None:
+    mm: CowMultiMap[str, int] = CowMultiMap(shards=1)
+    for key in ("a", "b"):
+        for i in range(100):
+            mm.add(key, i)
+    snap = mm.snapshot()
+    mm.add("a", 1000)
+    mm.add("a", 1001)  # second write after the snapshot mutates the same (owned) copy
+    assert snap._outer.get("b") is mm._outer.get("b")
+    assert snap._outer.get("a") is not mm._outer.get("a")
+    assert 1000 not in snap.get("a") and 1001 in mm.get("a")
+
+
+def test_multimap_many_snapshots() -> None:
+    mm: CowMultiMap[str, int] = CowMultiMap(shards=2)
+    model: dict[str, list[int]] = {}
+    snaps: list[tuple[FrozenMultiMap[str, int], dict[str, list[int]]]] = []
+    for step in range(60):
+        key = f"k{step % 3}"
+        if step % 4 == 3 and model.get(key):
+            victim = model[key][0]
+            mm.discard(key, victim)
+            model[key].remove(victim)
+            if not model[key]:
+                del model[key]
+        else:
+            mm.add(key, step)
+            model.setdefault(key, []).append(step)
+        snaps.append((mm.snapshot(), {k: list(v) for k, v in model.items()}))
+    for snap, expected in snaps:
+        assert snap.to_dict() == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# Property tests against plain-dict models
+
+KEYS = st.sampled_from([f"k{i}" for i in range(12)])
+
+
+class CowMapMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.live: CowMap[str, int] = CowMap(shards=4)
+        self.model: dict[str, int] = {}
+        self.snaps: list[tuple[FrozenMap[str, int], dict[str, int]]] = []
+
+    @rule(key=KEYS, value=st.integers())
+    def set(self, key: str, value: int) -> None:
+        self.live.set(key, value)
+        self.model[key] = value
+
+    @rule(key=KEYS)
+    def pop(self, key: str) -> None:
+        assert self.live.pop(key) == self.model.pop(key, None)
+
+    @rule()
+    def snapshot(self) -> None:
+        self.snaps.append((self.live.snapshot(), dict(self.model)))
+
+    @invariant()
+    def matches_models(self) -> None:
+        assert self.live.to_dict() == self.model
+        assert len(self.live) == len(self.model)
+        for snap, expected in self.snaps:
+            assert snap.to_dict() == expected
+            assert len(snap) == len(expected)
+            for key in expected:
+                assert snap.get(key) == expected[key] and key in snap
+
+
+class CowMultiMapMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.live: CowMultiMap[str, int] = CowMultiMap(shards=2)
+        self.model: dict[str, dict[int, None]] = {}
+        self.snaps: list[tuple[FrozenMultiMap[str, int], dict[str, list[int]]]] = []
+
+    @rule(key=KEYS, member=st.integers(0, 5))
+    def add(self, key: str, member: int) -> None:
+        self.live.add(key, member)
+        self.model.setdefault(key, {})[member] = None
+
+    @rule(key=KEYS, member=st.integers(0, 5))
+    def discard(self, key: str, member: int) -> None:
+        self.live.discard(key, member)
+        inner = self.model.get(key)
+        if inner is not None:
+            inner.pop(member, None)
+            if not inner:
+                del self.model[key]
+
+    @rule()
+    def snapshot(self) -> None:
+        self.snaps.append((self.live.snapshot(), self._expected()))
+
+    def _expected(self) -> dict[str, list[int]]:
+        return {k: list(v) for k, v in self.model.items()}
+
+    @invariant()
+    def matches_models(self) -> None:
+        assert self.live.to_dict() == self._expected()
+        for snap, expected in self.snaps:
+            assert snap.to_dict() == expected
+            for key, members in expected.items():
+                assert list(snap.get(key)) == members
+                assert snap.count(key) == len(members)
+
+
+TestCowMapProperties = CowMapMachine.TestCase
+TestCowMapProperties.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
+TestCowMultiMapProperties = CowMultiMapMachine.TestCase
+TestCowMultiMapProperties.settings = settings(
+    max_examples=150, stateful_step_count=40, deadline=None
+)
