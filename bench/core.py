@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from actors.leader.core.inprocess_planner import InProcessPlanner
+from actors.process_settings import GC_THRESHOLDS, tune_gc
 from actors.state import StateStore
 from actors.worker.core.scheduler import new_scheduler
 from contracts import (
@@ -105,6 +106,7 @@ def overcommitted_nodes(store: StateStore) -> int:
 
 
 def run(nodes: int, jobs: int, count: int, seed: int = 7) -> dict[str, Any]:
+    tune_gc()  # as every drover process does (actors/process_settings.py)
     store = StateStore()
     store.commit(UpsertNodes(tuple(make_nodes(nodes, seed))))
     evals = []
@@ -142,6 +144,7 @@ def run(nodes: int, jobs: int, count: int, seed: int = 7) -> dict[str, Any]:
         "rejected_nodes": rejected,
         "failed_evals": sum(1 for e in planner.evals if e.status == "failed"),
         "overcommitted_nodes": overcommitted_nodes(store),
+        "gc_thresholds": list(GC_THRESHOLDS),
         "python": sys.version.split()[0],
     }
 

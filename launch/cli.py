@@ -58,7 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     job_commands = job.add_subparsers(dest="job_command", required=True)
     validate = job_commands.add_parser("validate", help="parse and validate a job file")
     validate.add_argument("file")
-    validate.add_argument("-json", "--json", action="store_true", help="print the canonical job as JSON")
+    validate.add_argument(
+        "-json", "--json", action="store_true", help="print the canonical job as JSON"
+    )
     validate.set_defaults(handler=_job_validate)
     return parser
 

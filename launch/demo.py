@@ -125,7 +125,10 @@ class Demo:
             round_no += 1
             snapshot = self.store.snapshot()
             batch = pending[: self.workers]
-            print(f"  round {round_no}: {len(batch)} worker(s) schedule on snapshot @{snapshot.latest_index()}")
+            print(
+                f"  round {round_no}: {len(batch)} worker(s) schedule "
+                f"on snapshot @{snapshot.latest_index()}"
+            )
             for evaluation in batch:
                 self.planner.attempts.pop(evaluation.id, None)
                 self.planner.rejections.pop(evaluation.id, None)
@@ -162,9 +165,13 @@ class Demo:
         updates = []
         for alloc in self.store.allocs_by_job("default", job_id):
             if alloc.server_terminal() and not alloc.client_terminal():
-                updates.append(AllocClientUpdate(alloc.id, ClientStatus.COMPLETE, "stopped", self.now()))
+                updates.append(
+                    AllocClientUpdate(alloc.id, ClientStatus.COMPLETE, "stopped", self.now())
+                )
             elif alloc.client_status is ClientStatus.PENDING:
-                updates.append(AllocClientUpdate(alloc.id, ClientStatus.RUNNING, "started", self.now()))
+                updates.append(
+                    AllocClientUpdate(alloc.id, ClientStatus.RUNNING, "started", self.now())
+                )
         if updates:
             self.store.commit(UpdateAllocsClientStatus(tuple(updates)))
 
@@ -174,7 +181,9 @@ class Demo:
         return ", ".join(f"{tg.name}={tg.count}" for tg in job.task_groups)
 
     def versions(self, job_id: str) -> str:
-        return ", ".join(f"v{v.version} {v.status}" for v in self.store.job_versions("default", job_id))
+        return ", ".join(
+            f"v{v.version} {v.status}" for v in self.store.job_versions("default", job_id)
+        )
 
 
 def run_demo(nodes: int = 40, workers: int = 4, seed: int = 1) -> int:
@@ -194,33 +203,81 @@ def run_demo(nodes: int = 40, workers: int = 4, seed: int = 1) -> int:
     print()
     _print_status(demo, [j.id for j in jobs])
 
-    print("\n2. The autoscaler scales web's first group up; a plain `job run` resets it; -preserve-counts keeps it")
+    print(
+        "\n2. The autoscaler scales web's first group up; a plain `job run` resets it; "
+        "-preserve-counts keeps it"
+    )
     group = web.task_groups[0]
     target = group.scaling.max if group.scaling else group.count + 2
-    _step(demo, scale_job(demo.store, "default", "web", group.name, target, message="autoscaler: cpu high",
-                          now_ns=demo.now(), new_id=demo.new_id), f"scale {group.name} to {target}")
+    _step(
+        demo,
+        scale_job(
+            demo.store,
+            "default",
+            "web",
+            group.name,
+            target,
+            message="autoscaler: cpu high",
+            now_ns=demo.now(),
+            new_id=demo.new_id,
+        ),
+        f"scale {group.name} to {target}",
+    )
     changed = web.replace(meta={**web.meta, "release": "2"})
-    _step(demo, register_job(demo.store, changed, now_ns=demo.now(), new_id=demo.new_id), "job run (changed file)")
-    _step(demo, scale_job(demo.store, "default", "web", group.name, target, message="autoscaler again",
-                          now_ns=demo.now(), new_id=demo.new_id), f"scale {group.name} to {target}")
+    _step(
+        demo,
+        register_job(demo.store, changed, now_ns=demo.now(), new_id=demo.new_id),
+        "job run (changed file)",
+    )
+    _step(
+        demo,
+        scale_job(
+            demo.store,
+            "default",
+            "web",
+            group.name,
+            target,
+            message="autoscaler again",
+            now_ns=demo.now(),
+            new_id=demo.new_id,
+        ),
+        f"scale {group.name} to {target}",
+    )
     again = changed.replace(meta={**web.meta, "release": "3"})
-    _step(demo, register_job(demo.store, again, now_ns=demo.now(), new_id=demo.new_id, preserve_counts=True),
-          "job run -preserve-counts")
+    _step(
+        demo,
+        register_job(
+            demo.store, again, now_ns=demo.now(), new_id=demo.new_id, preserve_counts=True
+        ),
+        "job run -preserve-counts",
+    )
 
     print("\n3. Stop and revert (Nomad #24957: v1 must read dead, the revert running)")
     batch_id = next(j.id for j in jobs if j.type == "batch")
-    _step(demo, stop_job(demo.store, "default", "web-1", now_ns=demo.now(), new_id=demo.new_id), "stop web-1", "web-1")
+    _step(
+        demo,
+        stop_job(demo.store, "default", "web-1", now_ns=demo.now(), new_id=demo.new_id),
+        "stop web-1",
+        "web-1",
+    )
     current = demo.store.job("default", "web-1")
     assert current is not None
-    _step(demo, revert_job(demo.store, "default", "web-1", 0, now_ns=demo.now(), new_id=demo.new_id),
-          "revert web-1 to v0", "web-1")
+    _step(
+        demo,
+        revert_job(demo.store, "default", "web-1", 0, now_ns=demo.now(), new_id=demo.new_id),
+        "revert web-1 to v0",
+        "web-1",
+    )
     print(f"  web-1 versions: {demo.versions('web-1')}")
     print()
     _print_status(demo, [j.id for j in jobs if j.id != batch_id] + [batch_id])
     conflicts = sum(len(r.rejected_nodes) for r in demo.planner.results)
     partial = sum(1 for r in demo.planner.results if r.rejected_nodes)
-    print(f"\n{len(demo.planner.plans)} plans applied, {partial} partially rejected ({conflicts} node conflicts), "
-          f"{sum(1 for a in demo.store.allocs() if not a.terminal())} allocations running.")
+    print(
+        f"\n{len(demo.planner.plans)} plans applied, {partial} partially rejected "
+        f"({conflicts} node conflicts), "
+        f"{sum(1 for a in demo.store.allocs() if not a.terminal())} allocations running."
+    )
     return 0
 
 

@@ -40,6 +40,11 @@ def stable_hash(key: object) -> int:
     raise TypeError(f"unsupported key type {type(key).__name__}")
 
 
+def single_shard(key: object) -> int:
+    """For one-shard maps: no hashing at all, and iteration stays in insertion order."""
+    return 0
+
+
 def str_hash(key: object) -> int:
     """stable_hash for maps keyed by str only (skips the type dispatch)."""
     return zlib.crc32(key.encode())  # type: ignore[attr-defined]
@@ -57,6 +62,13 @@ class ShardedView(Generic[K, V]):
 
     def get(self, key: K) -> V | None:
         return self._shards[self._hash(key) & self._mask].get(key)
+
+    def lookup(self) -> Callable[[K], V | None]:
+        """`get` without the per-call hashing when there is one shard: the dict's own get.
+        Only valid on a snapshot (a live map may replace its shard on the next write)."""
+        if len(self._shards) == 1:
+            return self._shards[0].get
+        return self.get
 
     def __getitem__(self, key: K) -> V:
         return self._shards[self._hash(key) & self._mask][key]
@@ -115,7 +127,7 @@ class CowMap(ShardedView[K, V]):
         self._gen = 0
         self._mask = shards - 1
         self._len = 0
-        self._hash = hash_fn
+        self._hash = single_shard if shards == 1 else hash_fn
 
     def _writable_at(self, i: int) -> dict[K, V]:
         if self._gens[i] != self._gen:

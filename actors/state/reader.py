@@ -7,7 +7,7 @@ frozen counterparts in a snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
 from actors.state.cow import MultiView, ShardedView
@@ -42,6 +42,7 @@ class StateReader(Protocol):
     def allocs_by_node(self, node_id: str) -> list[Allocation]: ...
     def alloc_count(self) -> int: ...
     def node_usage(self, node_id: str) -> NodeUsage: ...
+    def node_usage_lookup(self) -> Callable[[str], NodeUsage | None]: ...
 
     def eval(self, eval_id: str) -> Evaluation | None: ...
     def evals(self) -> Iterator[Evaluation]: ...
@@ -125,6 +126,11 @@ class TableReader:
 
     def node_usage(self, node_id: str) -> NodeUsage:
         return self._usage.get(node_id) or EMPTY_USAGE
+
+    def node_usage_lookup(self) -> Callable[[str], NodeUsage | None]:
+        """A direct lookup for bulk readers (the scheduler walks thousands of nodes per
+        evaluation): None means the node holds nothing."""
+        return self._usage.lookup()
 
     # Evaluations
 

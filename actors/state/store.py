@@ -149,15 +149,18 @@ class StateStore(TableReader):
     _evals_by_job: CowMultiMap[JobKey, str]
     _table_index: dict[str, int]
 
-    def __init__(self, shards: int = 256, alloc_shards: int = 16384) -> None:
+    def __init__(self, shards: int = 256, alloc_shards: int = 16384, node_shards: int = 1) -> None:
         self._latest = 0
         self._table_index = {}
         self._jobs = CowMap(shards)
         self._versions = CowMap(shards)
-        self._nodes = CowMap(shards, str_hash)
+        # Node-keyed tables hold thousands of keys, not millions: one shard, copied whole
+        # (tens of microseconds) on the first write after a snapshot, makes every read a
+        # plain dict lookup on the scheduler's and applier's hottest paths.
+        self._nodes = CowMap(node_shards, str_hash)
         self._allocs = CowMap(alloc_shards, str_hash)
         self._evals = CowMap(shards, str_hash)
-        self._usage_table = UsageTable(shards)
+        self._usage_table = UsageTable(node_shards)
         self._usage = self._usage_table.table
         self._scaling = CowMap(shards)
         self._allocs_by_job = CowMultiMap(shards)

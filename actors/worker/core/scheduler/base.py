@@ -5,11 +5,12 @@ generic_sched.go Process / retryMax / setStatus)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
-import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from actors.state.records import replacer
 from actors.worker.core.scheduler.context import EvalContext, PlanBuilder
 from actors.worker.core.scheduler.planner import Planner
 from actors.worker.core.scheduler.select import RankedOption
@@ -30,6 +31,18 @@ from contracts.evaluation import PlanAnnotations
 if TYPE_CHECKING:
     from actors.state import StateReader
 
+_placement_of = replacer(
+    Allocation,
+    "id",
+    "name",
+    "node_id",
+    "node_name",
+    "allocated_resources",
+    "previous_allocation",
+    "create_time",
+    "modify_time",
+)
+
 BLOCKED_EVAL_FAILED_PLACEMENTS = "created to place remaining allocations"
 BLOCKED_EVAL_MAX_PLANS = "created due to placement conflicts"
 
@@ -42,7 +55,13 @@ class SchedulerError(Exception):
 
 
 def new_uuid() -> str:
-    return str(uuid.uuid4())
+    """A random (version 4) UUID string, about three times cheaper than str(uuid.uuid4())."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}"
+
+
+# RFC 4122 variant bits (10xx) on the first hex digit of the fourth group.
+_VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
 
 
 def wall_clock_ns() -> int:
@@ -76,6 +95,8 @@ class SchedulerBase:
         self.annotations: PlanAnnotations | None = None
         self.ctx: EvalContext | None = None
         self.attempts = 0
+        self._prototypes: dict[tuple[str, str, int, str, str], Allocation] = {}
+        self._shared_resources: dict[tuple[int, int, int], AllocatedResources] = {}
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -224,28 +245,44 @@ class SchedulerBase:
         option: RankedOption,
         previous: Allocation | None,
     ) -> Allocation:
+        """A placement: a copy of the group's prototype with the per-placement fields set
+        (building each 26-field record from scratch costs several times more)."""
         evaluation = self.eval
         assert evaluation is not None
-        now = self.now_ns()
-        return Allocation(
-            id=self.new_id(),
-            namespace=job.namespace,
-            eval_id=evaluation.id,
-            name=name,
-            node_id=option.node.id,
-            node_name=option.node.name,
-            job_id=job.id,
-            job_version=job.version,
-            job_modify_index=job.job_modify_index,
-            task_group=task_group,
-            allocated_resources=AllocatedResources(
+        key = (job.namespace, job.id, job.job_modify_index, task_group, evaluation.id)
+        proto = self._prototypes.get(key)
+        if proto is None:
+            proto = self._prototypes[key] = Allocation(
+                id="",
+                namespace=job.namespace,
+                eval_id=evaluation.id,
+                job_id=job.id,
+                job_version=job.version,
+                job_modify_index=job.job_modify_index,
+                task_group=task_group,
+                desired_status=DesiredStatus.RUN,
+                client_status=ClientStatus.PENDING,
+            )
+        if option.devices:
+            resources = AllocatedResources(
                 option.cpu, option.memory_mb, option.disk_mb, option.devices
-            ),
-            desired_status=DesiredStatus.RUN,
-            client_status=ClientStatus.PENDING,
-            previous_allocation=previous.id if previous else "",
-            create_time=now,
-            modify_time=now,
+            )
+        else:
+            shape = (option.cpu, option.memory_mb, option.disk_mb)
+            resources = self._shared_resources.get(shape) or self._shared_resources.setdefault(
+                shape, AllocatedResources(*shape)
+            )
+        now = self.now_ns()
+        return _placement_of(
+            proto,
+            self.new_id(),
+            name,
+            option.node.id,
+            option.node.name,
+            resources,
+            previous.id if previous else "",
+            now,
+            now,
         )
 
     def _stopped(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from functools import lru_cache
+from typing import NamedTuple
 
 from contracts import Node
 from contracts.resources import NodeDeviceResource
@@ -84,6 +85,8 @@ def _ordering(op: str) -> Callable[[str | None, str | None, bool, bool], bool]:
         if not (lfound and rfound) or lval is None or rval is None:
             return False
         order = _compare(lval, rval)
+        if order is None:
+            return False
         if op == "<":
             return order < 0
         if op == "<=":
@@ -99,8 +102,9 @@ def _sign(a: float | str, b: float | str) -> int:
     return (a > b) - (a < b)  # type: ignore[operator]
 
 
-def _compare(lval: str, rval: str) -> int:
-    """-1, 0 or 1: as int64 if both parse, else float, else units, else lexical (Nomad's order)."""
+def _compare(lval: str, rval: str) -> int | None:
+    """-1, 0 or 1: as int64 if both parse, else float, else units, else lexical (Nomad's order);
+    None when both carry units of different kinds."""
     try:
         return _sign(int(lval), int(rval))
     except ValueError:
@@ -110,7 +114,9 @@ def _compare(lval: str, rval: str) -> int:
     except ValueError:
         pass
     lunit, runit = parse_quantity(lval), parse_quantity(rval)
-    if lunit is not None and runit is not None and lunit[1] == runit[1]:
+    if lunit is not None and runit is not None:
+        if lunit[1] != runit[1]:
+            return None  # bytes against hertz: not comparable (Nomad's Attribute.Compare)
         return _sign(lunit[0], runit[0])
     return _sign(lval, rval)
 
@@ -185,35 +191,50 @@ _OPERATORS: dict[str, Callable[[str | None, str | None, bool, bool], bool]] = {
 # ---------------------------------------------------------------------------------------------
 # Versions: go-version style constraints ("version") and strict semver ("semver").
 
+_IDENT = r"[0-9A-Za-z~-]+(?:\.[0-9A-Za-z~-]+)*"
+# go-version's VersionRegexp: any number of segments; a prerelease that starts with a letter
+# may leave out the dash ("1.0beta1").
 _VERSION_RE = re.compile(
-    r"^v?(\d+)(?:\.(\d+))?(?:\.(\d+))?(?:\.(\d+))?(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$"
+    rf"^v?(\d+(?:\.\d+)*)(?:-({_IDENT})|([A-Za-z~][0-9A-Za-z~-]*(?:\.[0-9A-Za-z~-]+)*))?"
+    rf"(?:\+{_IDENT})?$"
 )
-_SEMVER_RE = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
+# go-version's SemverRegexp (used by Nomad's semver constraints): the dash is required.
+_SEMVER_RE = re.compile(rf"^v?(\d+(?:\.\d+)*)(?:-({_IDENT}))?()(?:\+{_IDENT})?$")
 _CONSTRAINT_RE = re.compile(r"^\s*(=|!=|>=|<=|>|<|~>)?\s*(\S+)\s*$")
 
-Version = tuple[tuple[int, ...], tuple[object, ...]]
+
+class Version(NamedTuple):
+    segments: tuple[int, ...]  # padded to at least three, as go-version does
+    given: int  # how many segments the text had (the pessimistic operator needs it)
+    prerelease: str
+    key: tuple[object, ...]  # total order: segments (trailing zeros dropped), then prerelease
 
 
 def parse_version(text: str, strict: bool = False) -> Version | None:
     match = (_SEMVER_RE if strict else _VERSION_RE).match(text.strip())
     if match is None:
         return None
-    groups = match.groups()
-    numbers = tuple(int(g) if g else 0 for g in groups[:-1])
-    while len(numbers) < 3:
-        numbers += (0,)
-    pre = groups[-1]
-    # A prerelease sorts before the release; numeric identifiers compare numerically.
+    given = tuple(int(g) for g in match.group(1).split("."))
+    segments = given + (0,) * (3 - len(given))
+    stripped = list(segments)
+    while stripped and stripped[-1] == 0:
+        stripped.pop()
+    pre = match.group(2) or match.group(3) or ""
+    # A prerelease sorts before the release; numeric identifiers compare numerically and
+    # below alphanumeric ones; a longer list of equal identifiers sorts higher (semver 11).
     pre_key: tuple[object, ...] = (
         (0, tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in pre.split(".")))
         if pre
         else (1,)
     )
-    return numbers, pre_key
+    return Version(segments, len(given), pre, (tuple(stripped), pre_key))
 
 
 def version_matches(value: str, constraint: str, strict: bool = False) -> bool:
-    version = parse_version(value, strict)
+    """Nomad's checkVersionMatch: the value is parsed leniently; `strict` selects Nomad's
+    semver constraints (semver 2.0 ordering, no `~>`) over go-version's, where a prerelease
+    only satisfies a range whose bound is a prerelease of the same version."""
+    version = parse_version(value)
     if version is None:
         return False
     for part in constraint.split(","):
@@ -221,32 +242,55 @@ def version_matches(value: str, constraint: str, strict: bool = False) -> bool:
         if match is None:
             return False
         op, text = match.group(1) or "=", match.group(2)
+        if strict and op == "~>":
+            return False
         bound = parse_version(text, strict)
         if bound is None:
             return False
-        if not _version_check(op, version, bound, text):
+        if not _version_check(op, version, bound, strict):
             return False
     return True
 
 
-def _version_check(op: str, version: Version, bound: Version, text: str) -> bool:
+def _prerelease_ok(version: Version, bound: Version) -> bool:
+    """go-version's prereleaseCheck."""
+    if bound.prerelease and version.prerelease:
+        return version.key[0] == bound.key[0]
+    return not version.prerelease
+
+
+def _version_check(op: str, version: Version, bound: Version, strict: bool) -> bool:
+    v, c = version.key, bound.key
     if op == "=":
-        return version == bound
+        return v == c
     if op == "!=":
-        return version != bound
+        return v != c
+    if op == "~>":
+        return _pessimistic(version, bound)
+    if not strict and not _prerelease_ok(version, bound):
+        return False
     if op == ">":
-        return version > bound
+        return v > c
     if op == ">=":
-        return version >= bound
+        return v >= c
     if op == "<":
-        return version < bound
-    if op == "<=":
-        return version <= bound
-    # "~>": pessimistic: >= bound and below the next release of the second-to-last segment given.
-    given = len(text.lstrip("v").split("-")[0].split("."))
-    upper = list(bound[0][: max(1, given - 1)])
-    upper[-1] += 1
-    return version >= bound and version[0][: len(upper)] < tuple(upper)
+        return v < c
+    return v <= c
+
+
+def _pessimistic(version: Version, bound: Version) -> bool:
+    """go-version's constraintPessimistic: at least `bound`, with every given segment but the
+    last one equal ("~> 1.2" is >= 1.2, < 2.0; "~> 1.2.3" is >= 1.2.3, < 1.3)."""
+    if not _prerelease_ok(version, bound) or (bound.prerelease and not version.prerelease):
+        return False
+    if version.key < bound.key:
+        return False
+    cs = len(bound.segments)
+    if cs > len(version.segments):
+        return False
+    if version.segments[: bound.given - 1] != bound.segments[: bound.given - 1]:
+        return False
+    return bound.segments[cs - 1] <= version.segments[cs - 1]
 
 
 # ---------------------------------------------------------------------------------------------

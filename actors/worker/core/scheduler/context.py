@@ -21,15 +21,33 @@ if TYPE_CHECKING:
 
 
 class NodeLoad:
-    """Mutable proposed usage of one node during one evaluation."""
+    """Mutable proposed usage of one node during one evaluation.
 
-    __slots__ = ("cpu", "device_ids", "disk_mb", "memory_mb")
+    Created for every node the stack looks at, so construction is kept cheap: the device set
+    is the snapshot's frozenset until this plan claims or frees a device on the node.
+    """
 
-    def __init__(self, cpu: int, memory_mb: int, disk_mb: int, device_ids: set[str]) -> None:
+    __slots__ = ("cpu", "devices", "disk_mb", "memory_mb")
+
+    def __init__(self, cpu: int, memory_mb: int, disk_mb: int, devices: frozenset[str]) -> None:
         self.cpu = cpu
         self.memory_mb = memory_mb
         self.disk_mb = disk_mb
-        self.device_ids = device_ids
+        self.devices: frozenset[str] | set[str] = devices
+
+    @property
+    def device_ids(self) -> frozenset[str] | set[str]:
+        return self.devices
+
+    def claim_devices(self, ids: tuple[str, ...]) -> None:
+        if isinstance(self.devices, frozenset):
+            self.devices = set(self.devices)
+        self.devices.update(ids)
+
+    def free_devices(self, ids: tuple[str, ...]) -> None:
+        if isinstance(self.devices, frozenset):
+            self.devices = set(self.devices)
+        self.devices.difference_update(ids)
 
 
 class PlanBuilder:
@@ -73,15 +91,16 @@ class PropertySet:
         self.task_group = task_group
         self.counts: dict[str, int] = defaultdict(int)
         state = ctx.state
-        for (tg, node_id), n in ctx.job_allocs_on_node.items():
-            if n <= 0 or (task_group is not None and tg != task_group):
+        for tg, on_node in ctx.group_allocs_on_node.items():
+            if task_group is not None and tg != task_group:
                 continue
-            node = state.node(node_id)
-            if node is None:
-                continue
-            value, found = resolve_node_target(attribute, node)
-            if found and value is not None:
-                self.counts[value] += n
+            for node_id, n in on_node.items():
+                node = state.node(node_id) if n > 0 else None
+                if node is None:
+                    continue
+                value, found = resolve_node_target(attribute, node)
+                if found and value is not None:
+                    self.counts[value] += n
 
     def value_of(self, node: Node) -> str | None:
         value, found = resolve_node_target(self.attribute, node)
@@ -106,26 +125,31 @@ class EvalContext:
         self.job = job
         self.eligibility = EvalEligibility()
         self.loads: dict[str, NodeLoad] = {}
+        self.usage_lookup = state.node_usage_lookup()
         # Stops that free room bump `free_generation` and record it per node, so stacks can
         # drop their "exhausted" marks for exactly those nodes.
         self.free_generation = 0
         self.freed_at: dict[str, int] = {}
-        # (task group, node id) -> proposed allocations of this job there.
-        self.job_allocs_on_node: dict[tuple[str, str], int] = defaultdict(int)
+        # task group -> node id -> proposed allocations of this job's group there.
+        self.group_allocs_on_node: dict[str, dict[str, int]] = defaultdict(dict)
         # node id -> proposed allocations of this job there, all groups.
         self.job_allocs_per_node: dict[str, int] = defaultdict(int)
         self.property_sets: list[PropertySet] = []
         if job is not None:
             for alloc in state.allocs_by_job(job.namespace, job.id):
                 if not alloc.terminal():
-                    self.job_allocs_on_node[(alloc.task_group, alloc.node_id)] += 1
-                    self.job_allocs_per_node[alloc.node_id] += 1
+                    self._count(alloc.task_group, alloc.node_id, 1)
+
+    def _count(self, task_group: str, node_id: str, delta: int) -> None:
+        on_node = self.group_allocs_on_node[task_group]
+        on_node[node_id] = on_node.get(node_id, 0) + delta
+        self.job_allocs_per_node[node_id] += delta
 
     def load(self, node_id: str) -> NodeLoad:
         load = self.loads.get(node_id)
         if load is None:
             usage = self.state.node_usage(node_id)
-            load = NodeLoad(usage.cpu, usage.memory_mb, usage.disk_mb, set(usage.device_ids))
+            load = NodeLoad(usage.cpu, usage.memory_mb, usage.disk_mb, usage.device_ids)
             self.loads[node_id] = load
         return load
 
@@ -150,10 +174,8 @@ class EvalContext:
         load.memory_mb -= res.memory_mb
         load.disk_mb -= res.disk_mb
         for device in res.devices:
-            load.device_ids.difference_update(device.device_ids)
-        key = (alloc.task_group, alloc.node_id)
-        self.job_allocs_on_node[key] -= 1
-        self.job_allocs_per_node[alloc.node_id] -= 1
+            load.free_devices(device.device_ids)
+        self._count(alloc.task_group, alloc.node_id, -1)
 
     def unstop(self, alloc: Allocation, stopped: Allocation) -> None:
         """Undo `stop` when the replacement it made room for could not be placed."""
@@ -169,9 +191,8 @@ class EvalContext:
         load.memory_mb += res.memory_mb
         load.disk_mb += res.disk_mb
         for device in res.devices:
-            load.device_ids.update(device.device_ids)
-        self.job_allocs_on_node[(alloc.task_group, alloc.node_id)] += 1
-        self.job_allocs_per_node[alloc.node_id] += 1
+            load.claim_devices(device.device_ids)
+        self._count(alloc.task_group, alloc.node_id, 1)
 
     def link_replacement(self, stopped: Allocation, replacement_id: str) -> None:
         """Point a stopped allocation at the one that replaces it (NextAllocation)."""
@@ -182,8 +203,7 @@ class EvalContext:
     def place(self, alloc: Allocation, node: Node | None = None) -> None:
         """Record a new placement (the load was already charged by the stack's fit check)."""
         self.plan.node_allocation[alloc.node_id].append(alloc)
-        self.job_allocs_on_node[(alloc.task_group, alloc.node_id)] += 1
-        self.job_allocs_per_node[alloc.node_id] += 1
+        self._count(alloc.task_group, alloc.node_id, 1)
         if node is not None:
             for pset in self.property_sets:
                 pset.placed(node, alloc.task_group)

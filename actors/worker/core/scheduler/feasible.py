@@ -129,6 +129,27 @@ class GroupFeasibility:
         eligibility.group_escaped[tg.name] = self.tg_escaped
         self.tg_cache = eligibility.groups.setdefault(tg.name, {})
 
+    def feasible_nodes(self, nodes: Sequence[Node], metrics: FilterMetrics) -> list[Node]:
+        """Filter a node list; when nothing is escaped one verdict per class serves all its
+        nodes, so this costs a dict lookup per node after the first of each class."""
+        if self.job_escaped or self.tg_escaped:
+            return [n for n in nodes if self.check(n, metrics)]
+        verdicts: dict[str, str | None] = {}
+        out = []
+        for node in nodes:
+            cls = node.computed_class
+            if cls in verdicts:
+                reason = verdicts[cls]
+            else:
+                reason = self._job_verdict(node, cls) or self._group_verdict(node, cls)
+                if cls:
+                    verdicts[cls] = reason
+            if reason is None:
+                out.append(node)
+            else:
+                metrics.filtered(node, reason)
+        return out
+
     def check(self, node: Node, metrics: FilterMetrics) -> bool:
         cls = node.computed_class
         verdict = self._job_verdict(node, cls)

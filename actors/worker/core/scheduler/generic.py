@@ -9,7 +9,12 @@ from typing import TYPE_CHECKING
 
 from actors.worker.core.scheduler.base import SchedulerBase, new_uuid, wall_clock_ns
 from actors.worker.core.scheduler.context import EvalContext
-from actors.worker.core.scheduler.feasible import ready_nodes_in_pool
+from actors.worker.core.scheduler.feasible import (
+    FilterMetrics,
+    GroupFeasibility,
+    in_any_datacenter,
+    ready_nodes_in_pool,
+)
 from actors.worker.core.scheduler.planner import Planner
 from actors.worker.core.scheduler.reconcile import (
     ALLOC_LOST,
@@ -18,7 +23,15 @@ from actors.worker.core.scheduler.reconcile import (
     tainted_nodes,
 )
 from actors.worker.core.scheduler.stack import GroupStack
-from contracts import Allocation, ClientStatus, Job, Node, NodeStatus, RescheduleEvent
+from contracts import (
+    Allocation,
+    ClientStatus,
+    Job,
+    Node,
+    NodeStatus,
+    RescheduleEvent,
+    TaskGroup,
+)
 from contracts.evaluation import PlanAnnotations
 
 if TYPE_CHECKING:
@@ -68,6 +81,7 @@ class GenericScheduler(SchedulerBase):
             batch=self.batch,
             job_version=lambda v: state.job_version(namespace, job_id, v),
             now_ns=self.now_ns(),
+            inplace_ok=self._inplace_check(ctx, job),
         ).compute()
         ctx.plan.annotations = PlanAnnotations(
             {name: u.freeze() for name, u in result.desired_tg_updates.items()}
@@ -109,6 +123,31 @@ class GenericScheduler(SchedulerBase):
                     ctx, job, tg, nodes, by_dc, batch=self.batch, algorithm=self.algorithm
                 )
             self._place(ctx, job, stack, placement)
+
+    def _inplace_check(
+        self, ctx: EvalContext, job: Job | None
+    ) -> Callable[[Allocation, TaskGroup], bool] | None:
+        """Nomad's allocUpdateFn node checks: an alloc is updated in place only if its node
+        still exists, is in the job's datacenters and node pool, and passes the group's
+        feasibility checks; otherwise the update is destructive."""
+        if job is None:
+            return None
+        state = self.state
+        any_pool = job.node_pool in ("", "all")
+        checkers: dict[str, GroupFeasibility] = {}
+
+        def check(alloc: Allocation, tg: TaskGroup) -> bool:
+            node = state.node(alloc.node_id)
+            if node is None or not in_any_datacenter(node.datacenter, job.datacenters):
+                return False
+            if not any_pool and node.node_pool != job.node_pool:
+                return False
+            checker = checkers.get(tg.name)
+            if checker is None:
+                checker = checkers[tg.name] = GroupFeasibility(job, tg, ctx.eligibility)
+            return checker.check(node, FilterMetrics())
+
+        return check
 
     def _mark_stopped_allocs_lost(
         self, ctx: EvalContext, allocs: list[Allocation], tainted: dict[str, Node | None]

@@ -165,6 +165,7 @@ class Reconciler:
         batch: bool,
         job_version: Callable[[int], Job | None],
         now_ns: int,
+        inplace_ok: Callable[[Allocation, TaskGroup], bool] | None = None,
     ) -> None:
         self.job = job
         self.allocs = list(allocs)
@@ -172,6 +173,10 @@ class Reconciler:
         self.batch = batch
         self.job_version = job_version
         self.now_ns = now_ns
+        # Can this alloc stay where it is under the new job version? (Nomad's allocUpdateFn
+        # checks the node still exists, is in the job's datacenters and pool, and passes
+        # the stack.) None: always.
+        self.inplace_ok = inplace_ok
         self.result = ReconcileResult()
 
     def compute(self) -> ReconcileResult:
@@ -275,7 +280,9 @@ class Reconciler:
                 updates.ignore += 1
                 continue
             old = self.job_version(alloc.job_version)
-            if tasks_updated(old.lookup_task_group(tg.name) if old else None, tg):
+            if tasks_updated(old.lookup_task_group(tg.name) if old else None, tg) or (
+                self.inplace_ok is not None and not self.inplace_ok(alloc, tg)
+            ):
                 destructive.append(alloc)
             else:
                 self.result.inplace.append(alloc)
