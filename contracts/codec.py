@@ -52,7 +52,9 @@ class CodecError(ValueError):
 
 def json_name(attribute: str) -> str:
     """`failed_tg_allocs` -> `FailedTGAllocs`; `l_target` -> `LTarget`."""
-    return "".join(_ACRONYMS.get(part, part[:1].upper() + part[1:]) for part in attribute.split("_"))
+    return "".join(
+        _ACRONYMS.get(part, part[:1].upper() + part[1:]) for part in attribute.split("_")
+    )
 
 
 def field_json_name(field: dataclasses.Field[Any]) -> str:
@@ -308,9 +310,7 @@ def _compile_class_decoder(cls: type) -> Decoder:
     required = {
         field_json_name(f)
         for f in dataclasses.fields(cls)
-        if f.init
-        and f.default is dataclasses.MISSING
-        and f.default_factory is dataclasses.MISSING
+        if f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     }
 
     def decode(value: Any, path: str, unknown: Unknown) -> Any:

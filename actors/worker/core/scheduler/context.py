@@ -111,11 +111,17 @@ class PropertySet:
         return value, (self.counts.get(value, 0) if value is not None else 0)
 
     def placed(self, node: Node, task_group: str) -> None:
+        self._count(node, task_group, 1)
+
+    def stopped(self, node: Node, task_group: str) -> None:
+        self._count(node, task_group, -1)
+
+    def _count(self, node: Node, task_group: str, delta: int) -> None:
         if self.task_group is not None and self.task_group != task_group:
             return
         value = self.value_of(node)
         if value is not None:
-            self.counts[value] += 1
+            self.counts[value] += delta
 
 
 class EvalContext:
@@ -168,6 +174,7 @@ class EvalContext:
             return
         self.free_generation += 1
         self.freed_at[alloc.node_id] = self.free_generation
+        self._track_property_sets(alloc, -1)
         load = self.load(alloc.node_id)
         res = alloc.allocated_resources
         load.cpu -= res.cpu
@@ -193,6 +200,20 @@ class EvalContext:
         for device in res.devices:
             load.claim_devices(device.device_ids)
         self._count(alloc.task_group, alloc.node_id, 1)
+        self._track_property_sets(alloc, 1)
+
+    def _track_property_sets(self, alloc: Allocation, delta: int) -> None:
+        """Stops free, and undone stops retake, property values (distinct_property, spread)."""
+        if not self.property_sets:
+            return
+        node = self.state.node(alloc.node_id)
+        if node is None:
+            return
+        for pset in self.property_sets:
+            if delta > 0:
+                pset.placed(node, alloc.task_group)
+            else:
+                pset.stopped(node, alloc.task_group)
 
     def link_replacement(self, stopped: Allocation, replacement_id: str) -> None:
         """Point a stopped allocation at the one that replaces it (NextAllocation)."""

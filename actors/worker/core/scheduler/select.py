@@ -2,8 +2,11 @@
 
 Walking every feasible node for every placement would be O(nodes) per placement; Nomad looks
 at only `limit` scored options (log2 of the pool for services, two for batch: "power of two
-choices") and keeps the best. Options scoring <= 0 are set aside, up to three, and used only
-if the walk runs out of nodes.
+choices") and keeps the best, the first of equal scores winning. Options scoring <= 0 are set
+aside, up to MAX_SKIP, and used only if the walk runs out of nodes before the limit.
+
+`GroupStack.select` applies these rules inside its walk over the ring (a stage object called
+per node cost a fifth of the scheduler's time); this module holds the rules' parameters.
 """
 
 from __future__ import annotations
@@ -42,42 +45,3 @@ class RankedOption:
     memory_mb: int
     disk_mb: int
     devices: tuple[AllocatedDevice, ...] = ()
-
-
-class LimitedMax:
-    """Collects up to `limit` scored candidates (setting aside up to MAX_SKIP low scorers) and
-    keeps the best; the first one seen wins ties, as in Nomad's MaxScoreIterator. Candidates
-    are (score, node, devices) so the hot loop allocates nothing for losers."""
-
-    __slots__ = ("best", "best_score", "limit", "seen", "skipped")
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.seen = 0
-        self.best: tuple[Node, tuple[AllocatedDevice, ...]] | None = None
-        self.best_score = 0.0
-        self.skipped: list[tuple[float, Node, tuple[AllocatedDevice, ...]]] = []
-
-    def offer(self, score: float, node: Node, devices: tuple[AllocatedDevice, ...]) -> bool:
-        """Take a candidate; True once the limit is reached and the walk can stop."""
-        if score <= SKIP_SCORE_THRESHOLD and len(self.skipped) < MAX_SKIP:
-            self.skipped.append((score, node, devices))
-            return False
-        self.seen += 1
-        if self.best is None or score > self.best_score:
-            self.best = (node, devices)
-            self.best_score = score
-        return self.seen >= self.limit
-
-    def result(self) -> tuple[float, Node, tuple[AllocatedDevice, ...]] | None:
-        # Source exhausted before the limit: the skipped candidates are used after all.
-        for score, node, devices in self.skipped:
-            if self.seen >= self.limit:
-                break
-            self.seen += 1
-            if self.best is None or score > self.best_score:
-                self.best = (node, devices)
-                self.best_score = score
-        if self.best is None:
-            return None
-        return self.best_score, self.best[0], self.best[1]

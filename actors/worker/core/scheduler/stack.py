@@ -57,7 +57,10 @@ class GroupStack:
         self.base_nodes = base_nodes
         self.nodes_available = nodes_available
         self.feasibility = GroupFeasibility(job, tg, ctx.eligibility)
+        # Feasibility filtering is decided once per evaluation; distinct_hosts/property
+        # filtering depends on what the plan placed so far and is counted per placement.
         self.filter_metrics = FilterMetrics()
+        self.placement_metrics = FilterMetrics()
         self.ring: list[tuple[Node, int, int, int, float, float]] | None = None
         # Ring positions known not to fit the group's ask: within an evaluation a node only
         # fills up (stops that free room clear the mark, see `EvalContext.freed`), so later
@@ -166,7 +169,8 @@ class GroupStack:
         devices_wanted = self.device_requests
         distinct_job, distinct_tg = self._distinct_job, self._distinct_tg
         distinct_props = self._distinct_property_sets()
-        filtered = self.filter_metrics.filtered
+        self.placement_metrics = FilterMetrics()
+        filtered = self.placement_metrics.filtered
         i = self.cursor
         walked = 0
         while walked < size:
@@ -314,19 +318,27 @@ class GroupStack:
         A failed select walked the whole ring, so every exhausted mark is a node it could
         not use; select_on records its single node's dimension the same way.
         """
-        fm = self.filter_metrics
+        static, dynamic = self.filter_metrics, self.placement_metrics
+        constraint_filtered = dict(static.constraint_filtered)
+        for reason, n in dynamic.constraint_filtered.items():
+            constraint_filtered[reason] = constraint_filtered.get(reason, 0) + n
+        class_filtered = dict(static.class_filtered)
+        for cls, n in dynamic.class_filtered.items():
+            class_filtered[cls] = class_filtered.get(cls, 0) + n
         dimensions: dict[str, int] = {}
         for dimension in self.exhausted.values():
             dimensions[dimension] = dimensions.get(dimension, 0) + 1
         for dimension in self.node_exhaustion:
             dimensions[dimension] = dimensions.get(dimension, 0) + 1
         return AllocMetric(
-            nodes_evaluated=self.last_walked + fm.nodes_filtered,
-            nodes_filtered=fm.nodes_filtered,
+            # The walk covers the ring (dynamic filtering included); statically filtered
+            # nodes never entered it.
+            nodes_evaluated=self.last_walked + static.nodes_filtered,
+            nodes_filtered=static.nodes_filtered + dynamic.nodes_filtered,
             nodes_in_pool=len(self.base_nodes),
             nodes_available=dict(self.nodes_available),
-            class_filtered=dict(fm.class_filtered),
-            constraint_filtered=dict(fm.constraint_filtered),
+            class_filtered=class_filtered,
+            constraint_filtered=constraint_filtered,
             nodes_exhausted=sum(dimensions.values()),
             dimension_exhausted=dimensions,
         )

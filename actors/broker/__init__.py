@@ -1,0 +1,1 @@
+"""The eval broker: Nomad's ready queues, per-job serialisation and blocked-eval tracker."""
