@@ -1,0 +1,38 @@
+"""`drover job validate`: exit codes and one-line errors naming the file, path and value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from launch.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_validate_example(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["job", "validate", str(EXAMPLES / "web.nomad")]) == 0
+    assert 'Job "web"' in capsys.readouterr().out
+
+
+def test_validate_json_prints_nomad_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["job", "validate", "-json", str(EXAMPLES / "batch.nomad")]) == 0
+    job = orjson.loads(capsys.readouterr().out)["Job"]
+    assert job["Type"] == "batch" and job["TaskGroups"][0]["Tasks"][0]["Driver"] == "mock"
+
+
+def test_validate_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.nomad"
+    bad.write_text(
+        'job "x" {\n  group "web" {\n    count = "lots"\n    task "t" { driver = "mock" }\n  }\n}\n'
+    )
+    assert main(["job", "validate", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert str(bad) in err and "count" in err and "lots" in err
+
+
+def test_validate_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["job", "validate", str(tmp_path / "nope.nomad")]) == 1
+    assert "nope.nomad" in capsys.readouterr().err
