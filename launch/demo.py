@@ -27,6 +27,7 @@ from contracts import (
     DriverInfo,
     EvalStatus,
     Evaluation,
+    Job,
     Node,
     NodeDeviceResource,
     NodeResources,
@@ -112,6 +113,23 @@ class Demo:
             print(f"  warning: {warning}")
         return write.eval
 
+    def run(self, job: Job, preserve_counts: bool = False) -> JobWrite:
+        return register_job(
+            self.store, job, now_ns=self.now(), new_id=self.new_id, preserve_counts=preserve_counts
+        )
+
+    def scale(self, job_id: str, group: str, count: int, message: str) -> JobWrite:
+        return scale_job(
+            self.store,
+            "default",
+            job_id,
+            group,
+            count,
+            message=message,
+            now_ns=self.now(),
+            new_id=self.new_id,
+        )
+
     def schedule_pending(self) -> None:
         """Run pending evaluations in rounds of `workers`, each round on one shared snapshot."""
         round_no = 0
@@ -196,7 +214,7 @@ def run_demo(nodes: int = 40, workers: int = 4, seed: int = 1) -> int:
     for n in range(1, 4):
         jobs.append(web.replace(id=f"web-{n}", name=f"web-{n}"))
     for job in jobs:
-        demo.commit(register_job(demo.store, job, now_ns=demo.now(), new_id=demo.new_id))
+        demo.commit(demo.run(job))
     demo.schedule_pending()
     for job in jobs:
         demo.settle(job.id)
@@ -209,48 +227,20 @@ def run_demo(nodes: int = 40, workers: int = 4, seed: int = 1) -> int:
     )
     group = web.task_groups[0]
     target = group.scaling.max if group.scaling else group.count + 2
-    _step(
-        demo,
-        scale_job(
-            demo.store,
-            "default",
-            "web",
-            group.name,
-            target,
-            message="autoscaler: cpu high",
-            now_ns=demo.now(),
-            new_id=demo.new_id,
-        ),
-        f"scale {group.name} to {target}",
-    )
     changed = web.replace(meta={**web.meta, "release": "2"})
     _step(
         demo,
-        register_job(demo.store, changed, now_ns=demo.now(), new_id=demo.new_id),
-        "job run (changed file)",
+        demo.scale("web", group.name, target, "autoscaler: cpu high"),
+        f"scale {group.name} to {target}",
     )
+    _step(demo, demo.run(changed), "job run (changed file)")
     _step(
         demo,
-        scale_job(
-            demo.store,
-            "default",
-            "web",
-            group.name,
-            target,
-            message="autoscaler again",
-            now_ns=demo.now(),
-            new_id=demo.new_id,
-        ),
+        demo.scale("web", group.name, target, "autoscaler again"),
         f"scale {group.name} to {target}",
     )
     again = changed.replace(meta={**web.meta, "release": "3"})
-    _step(
-        demo,
-        register_job(
-            demo.store, again, now_ns=demo.now(), new_id=demo.new_id, preserve_counts=True
-        ),
-        "job run -preserve-counts",
-    )
+    _step(demo, demo.run(again, preserve_counts=True), "job run -preserve-counts")
 
     print("\n3. Stop and revert (Nomad #24957: v1 must read dead, the revert running)")
     batch_id = next(j.id for j in jobs if j.type == "batch")
