@@ -1,0 +1,289 @@
+"""The leader's decisions, as pure functions of its state: each request, plan submission,
+client report or missed heartbeat becomes the state changes to commit and the reply.
+
+The actor shell commits every change durably (fenced by index, term and eval token) before
+applying it to its store, so nothing here writes: it only decides.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from actors.leader.core.job_lifecycle import (
+    JobWrite,
+    register_job,
+    revert_job,
+    scale_job,
+    stop_job,
+)
+from actors.leader.core.plan_eval import evaluate_plan
+from actors.state import StateReader
+from contracts import (
+    ClientStatus,
+    EvalStatus,
+    Evaluation,
+    JobType,
+    Node,
+    NodeStatus,
+    PlanResult,
+    TriggeredBy,
+)
+from contracts.errors import ConflictError, NotFoundError, ValidationError
+from contracts.messages import LeaderRequest, LeaderResponse, PlanSubmission, RequestKind
+from contracts.state_log import (
+    AllocClientUpdate,
+    StateChange,
+    UpdateAllocsClientStatus,
+    UpsertAllocs,
+    UpsertEvals,
+    UpsertNodes,
+)
+
+NODE_DOWN_DESCRIPTION = "node heartbeat missed"
+
+
+@dataclass(slots=True)
+class Decision:
+    """Changes to commit in order, and the reply once they are committed."""
+
+    changes: list[StateChange] = field(default_factory=list)
+    response: LeaderResponse | None = None
+    job_write: JobWrite | None = None
+
+
+class LeaderCore:
+    def __init__(
+        self,
+        state: StateReader,
+        *,
+        now_ns: Callable[[], int],
+        new_id: Callable[[], str],
+    ) -> None:
+        self.state = state
+        self.now_ns = now_ns
+        self.new_id = new_id
+
+    # -- requests -------------------------------------------------------------------------------
+
+    def handle(self, request: LeaderRequest) -> Decision:
+        """Decide a request; errors become a failed reply naming the problem."""
+        try:
+            return self._handle(request)
+        except (ValidationError, ConflictError, NotFoundError) as exc:
+            return Decision(response=LeaderResponse(request.request_id, ok=False, error=str(exc)))
+
+    def _handle(self, request: LeaderRequest) -> Decision:
+        kind = request.kind
+        if kind is RequestKind.REGISTER_JOB:
+            if request.job is None:
+                raise ValidationError("register-job: Job is required")
+            return self._job_write(
+                request,
+                register_job(
+                    self.state,
+                    request.job,
+                    now_ns=self.now_ns(),
+                    new_id=self.new_id,
+                    preserve_counts=request.preserve_counts,
+                    enforce_index=request.enforce_index,
+                ),
+            )
+        if kind is RequestKind.STOP_JOB:
+            return self._job_write(
+                request,
+                stop_job(
+                    self.state,
+                    request.namespace,
+                    request.job_id,
+                    now_ns=self.now_ns(),
+                    new_id=self.new_id,
+                    purge=request.purge,
+                ),
+            )
+        if kind is RequestKind.REVERT_JOB:
+            return self._job_write(
+                request,
+                revert_job(
+                    self.state,
+                    request.namespace,
+                    request.job_id,
+                    request.version,
+                    now_ns=self.now_ns(),
+                    new_id=self.new_id,
+                    enforce_prior_version=request.enforce_index,
+                ),
+            )
+        if kind is RequestKind.SCALE_JOB:
+            return self._job_write(
+                request,
+                scale_job(
+                    self.state,
+                    request.namespace,
+                    request.job_id,
+                    request.group,
+                    request.count,
+                    message=request.message,
+                    meta=request.meta,
+                    now_ns=self.now_ns(),
+                    new_id=self.new_id,
+                    enforce_index=request.enforce_index,
+                ),
+            )
+        if kind is RequestKind.UPSERT_NODES:
+            return Decision(
+                changes=self.register_nodes(request.nodes),
+                response=LeaderResponse(request.request_id, ok=True),
+            )
+        if kind is RequestKind.CLIENT_UPDATES:
+            return Decision(
+                changes=self.client_updates(request.updates),
+                response=LeaderResponse(request.request_id, ok=True),
+            )
+        if kind is RequestKind.UPDATE_EVALS:
+            return Decision(
+                changes=[UpsertEvals(tuple(request.evals))] if request.evals else [],
+                response=LeaderResponse(request.request_id, ok=True),
+            )
+        raise ValidationError(f"unknown request kind {kind!r}")
+
+    def _job_write(self, request: LeaderRequest, write: JobWrite) -> Decision:
+        return Decision(
+            changes=[write.change] if write.change is not None else [],
+            response=LeaderResponse(
+                request.request_id, ok=True, eval_id=write.eval_id, warnings=write.warnings
+            ),
+            job_write=write,
+        )
+
+    # -- plans ------------------------------------------------------------------------------------
+
+    def apply_plan(self, submission: PlanSubmission) -> tuple[StateChange | None, PlanResult]:
+        """Evaluate a plan against the latest state; the change commits what fits, with the
+        evaluations the worker sent along (its blocked/follow-up evals)."""
+        result = evaluate_plan(self.state, submission.plan)
+        if result.is_no_op() and not submission.evals:
+            return None, result
+        allocs = [a for allocs in result.node_update.values() for a in allocs]
+        allocs += [a for allocs in result.node_allocation.values() for a in allocs]
+        return UpsertAllocs(allocs=tuple(allocs), evals=tuple(submission.evals)), result
+
+    # -- nodes and clients ------------------------------------------------------------------------
+
+    def register_nodes(self, nodes: Iterable[Node]) -> list[StateChange]:
+        """Upsert nodes; a node that comes (back) up gets evals for the jobs that want it:
+        every system job, plus jobs with allocations on it."""
+        fresh = []
+        evals: list[Evaluation] = []
+        for node in nodes:
+            node = node if node.computed_class else node.with_computed_class()
+            previous = self.state.node(node.id)
+            fresh.append(node)
+            became_ready = node.status is NodeStatus.READY and (
+                previous is None or previous.status is not NodeStatus.READY
+            )
+            if became_ready or (previous is not None and previous.status != node.status):
+                evals += self.node_evals(node.id, include_system=became_ready)
+        changes: list[StateChange] = [UpsertNodes(tuple(fresh))]
+        if evals:
+            changes.append(UpsertEvals(tuple(evals)))
+        return changes
+
+    def mark_nodes_down(self, node_ids: Iterable[str]) -> list[StateChange]:
+        """Missed heartbeats: the nodes go down and their jobs are re-evaluated, which
+        replaces the lost allocations elsewhere."""
+        now = self.now_ns()
+        downed = []
+        evals: list[Evaluation] = []
+        for node_id in node_ids:
+            node = self.state.node(node_id)
+            if node is None or node.status is NodeStatus.DOWN:
+                continue
+            downed.append(
+                dataclasses.replace(
+                    node,
+                    status=NodeStatus.DOWN,
+                    status_description=NODE_DOWN_DESCRIPTION,
+                    status_updated_at=now,
+                )
+            )
+            evals += self.node_evals(node_id, include_system=False)
+        if not downed:
+            return []
+        changes: list[StateChange] = [UpsertNodes(tuple(downed))]
+        if evals:
+            changes.append(UpsertEvals(tuple(evals)))
+        return changes
+
+    def node_evals(self, node_id: str, *, include_system: bool) -> list[Evaluation]:
+        """Nomad's createNodeEvals: one node-update eval per affected job."""
+        jobs: dict[tuple[str, str], str] = {}
+        for alloc in self.state.allocs_by_node(node_id):
+            if not alloc.terminal():
+                job = self.state.job(alloc.namespace, alloc.job_id)
+                if job is not None:
+                    jobs[(job.namespace, job.id)] = job.type
+        if include_system:
+            for job in self.state.jobs():
+                if job.type in (JobType.SYSTEM, JobType.SYSBATCH) and not job.stop:
+                    jobs[(job.namespace, job.id)] = job.type
+        return [
+            self._eval(namespace, job_id, job_type, TriggeredBy.NODE_UPDATE, node_id=node_id)
+            for (namespace, job_id), job_type in jobs.items()
+        ]
+
+    def client_updates(self, updates: Iterable[AllocClientUpdate]) -> list[StateChange]:
+        """Record what clients report; failures (and services that exited) get an eval so the
+        scheduler can replace them."""
+        kept = []
+        evals: dict[tuple[str, str], Evaluation] = {}
+        for update in updates:
+            alloc = self.state.alloc(update.alloc_id)
+            if alloc is None or alloc.client_status is update.client_status:
+                continue  # unknown or already recorded: reports are idempotent
+            kept.append(update)
+            key = (alloc.namespace, alloc.job_id)
+            if key in evals or alloc.server_terminal():
+                continue
+            job = self.state.job(alloc.namespace, alloc.job_id)
+            if job is None or job.stop:
+                continue
+            failed = update.client_status is ClientStatus.FAILED
+            exited = update.client_status is ClientStatus.COMPLETE and job.type in (
+                JobType.SERVICE,
+                JobType.SYSTEM,
+            )
+            if failed or exited:
+                evals[key] = self._eval(job.namespace, job.id, job.type, TriggeredBy.ALLOC_FAILURE)
+        changes: list[StateChange] = []
+        if kept:
+            changes.append(UpdateAllocsClientStatus(tuple(kept)))
+        if evals:
+            changes.append(UpsertEvals(tuple(evals.values())))
+        return changes
+
+    def _eval(
+        self,
+        namespace: str,
+        job_id: str,
+        job_type: str,
+        trigger: TriggeredBy,
+        *,
+        node_id: str = "",
+    ) -> Evaluation:
+        job = self.state.job(namespace, job_id)
+        now = self.now_ns()
+        return Evaluation(
+            id=self.new_id(),
+            namespace=namespace,
+            priority=job.priority if job else 50,
+            type=str(job_type),
+            triggered_by=trigger,
+            job_id=job_id,
+            job_modify_index=job.job_modify_index if job else 0,
+            node_id=node_id,
+            status=EvalStatus.PENDING,
+            create_time=now,
+            modify_time=now,
+        )

@@ -1,0 +1,150 @@
+"""Messages the actors exchange over Redis streams (besides the state log, state_log.py).
+
+Every stream entry is an `Envelope`: the message type, its JSON body (PascalCase, via the
+codec) and the W3C trace context of the span that sent it, so a trace follows an evaluation
+across every hop without any record carrying tracing fields.
+
+Streams (names in `actors/streams/names.py`):
+    state log        leader -> everyone       LogEntry (committed changes, in index order)
+    deliveries       broker -> workers        EvalDelivery (consumer group "workers")
+    eval acks        workers -> broker        EvalAck
+    plans            workers -> leader        PlanSubmission (consumer group "leader")
+    plan results     leader -> one worker     PlanResponse (one stream per worker)
+    requests         API/agents -> leader     LeaderRequest (jobs, nodes, evals, client updates)
+    agent commands   leader -> agents         nothing: agents tail the state log for their nodes
+    dead letters     anyone                   DeadLetter (undecodable or unknown messages)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from contracts.evaluation import Evaluation
+from contracts.job import Job
+from contracts.node import Node
+from contracts.plan import Plan, PlanResult
+from contracts.state_log import AllocClientUpdate
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """What a stream entry carries. `body` is the encoded message, `trace` its context."""
+
+    type: str
+    body: bytes
+    trace: dict[str, str] = field(default_factory=dict)
+
+
+# -- broker <-> workers ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EvalDelivery:
+    """An evaluation handed to one worker. `token` fences everything the worker does with it:
+    the leader refuses plans whose token is no longer the eval's outstanding one."""
+
+    eval: Evaluation
+    token: str
+    wait_index: int
+
+
+class AckOutcome(StrEnum):
+    ACK = "ack"
+    NACK = "nack"
+
+
+@dataclass(frozen=True, slots=True)
+class EvalAck:
+    eval_id: str
+    token: str
+    outcome: AckOutcome
+    worker: str = ""
+    reason: str = ""
+
+
+# -- workers <-> leader ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSubmission:
+    """A plan and where to answer. `attempt` numbers a worker's retries of one eval."""
+
+    plan: Plan
+    reply_to: str
+    attempt: int = 1
+    # Evaluations the scheduler wants written with the plan (blocked / follow-up evals and the
+    # final status of the eval itself), committed atomically with the allocations.
+    evals: tuple[Evaluation, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PlanResponse:
+    eval_id: str
+    attempt: int
+    result: PlanResult
+    error: str = ""
+
+
+# -- requests to the leader --------------------------------------------------------------------
+
+
+class RequestKind(StrEnum):
+    REGISTER_JOB = "register-job"
+    STOP_JOB = "stop-job"
+    REVERT_JOB = "revert-job"
+    SCALE_JOB = "scale-job"
+    UPSERT_NODES = "upsert-nodes"
+    NODE_HEARTBEAT = "node-heartbeat"
+    CLIENT_UPDATES = "client-updates"
+    UPDATE_EVALS = "update-evals"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderRequest:
+    """A write asked of the leader. Only the fields of its kind are set."""
+
+    kind: RequestKind
+    request_id: str = ""
+    reply_to: str = ""
+    job: Job | None = None
+    namespace: str = "default"
+    job_id: str = ""
+    version: int = 0
+    group: str = ""
+    count: int | None = None
+    message: str = ""
+    purge: bool = False
+    preserve_counts: bool = False
+    enforce_index: int | None = None
+    nodes: tuple[Node, ...] = ()
+    node_ids: tuple[str, ...] = ()
+    updates: tuple[AllocClientUpdate, ...] = ()
+    evals: tuple[Evaluation, ...] = ()
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderResponse:
+    request_id: str
+    ok: bool
+    index: int = 0
+    eval_id: str = ""
+    job_modify_index: int = 0
+    error: str = ""
+    warnings: tuple[str, ...] = ()
+
+
+# -- failures ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A message a consumer could not handle, kept with the reason instead of being lost."""
+
+    stream: str
+    message_id: str
+    consumer: str
+    reason: str
+    fields: dict[str, str] = field(default_factory=dict)
