@@ -280,6 +280,10 @@ class EvalBroker:
 
     # ------------------------------------------------------------------ nack timers
 
+    @property
+    def delivery_limit(self) -> int:
+        return self._delivery_limit
+
     def outstanding(self, eval_id: str) -> str | None:
         """The token of the eval's outstanding delivery, if it has one."""
         entry = self._entries.get(eval_id)
