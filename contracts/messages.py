@@ -96,7 +96,7 @@ class RequestKind(StrEnum):
     REVERT_JOB = "revert-job"
     SCALE_JOB = "scale-job"
     UPSERT_NODES = "upsert-nodes"
-    NODE_HEARTBEAT = "node-heartbeat"
+    NODE_HEARTBEAT = "node-heartbeat"  # node_ids: still alive
     CLIENT_UPDATES = "client-updates"
     UPDATE_EVALS = "update-evals"
 
@@ -123,6 +123,9 @@ class LeaderRequest:
     updates: tuple[AllocClientUpdate, ...] = ()
     evals: tuple[Evaluation, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict)
+    # Writes made on behalf of an evaluation commit only while its delivery token is current.
+    fence_eval_id: str = ""
+    fence_token: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -190,6 +190,23 @@ class LeaderCore:
             changes.append(UpsertEvals(tuple(evals)))
         return changes
 
+    def nodes_alive(self, node_ids: Iterable[str]) -> list[StateChange]:
+        """Heartbeats: a node marked down that beats again comes back up (and its jobs and
+        the system jobs are re-evaluated, as on registration)."""
+        revived = []
+        for node_id in node_ids:
+            node = self.state.node(node_id)
+            if node is not None and node.status is NodeStatus.DOWN:
+                revived.append(
+                    dataclasses.replace(
+                        node,
+                        status=NodeStatus.READY,
+                        status_description="",
+                        status_updated_at=self.now_ns(),
+                    )
+                )
+        return self.register_nodes(revived) if revived else []
+
     def mark_nodes_down(self, node_ids: Iterable[str]) -> list[StateChange]:
         """Missed heartbeats: the nodes go down and their jobs are re-evaluated, which
         replaces the lost allocations elsewhere."""

@@ -1,0 +1,47 @@
+"""Task drivers: `mock` (clock-driven, for simulated fleets) and `raw_exec` (a subprocess).
+
+The `ray` driver (each task as a Ray actor pinned to its node) plugs in here too, but it
+needs Ray, so it lives in the agent's actor shell and is passed to `ClientCore` in the
+same `drivers` mapping; it implements the same `Driver` protocol.
+"""
+
+from __future__ import annotations
+
+import os
+
+from actors.agent.core.drivers.base import (
+    Driver,
+    DriverError,
+    TaskHandle,
+    TaskState,
+    TaskStatus,
+    exit_status,
+)
+from actors.agent.core.drivers.mock import MockDriver, MockHandle
+from actors.agent.core.drivers.raw_exec import DISABLED_ERROR, RawExecDriver, RawExecHandle
+
+__all__ = [
+    "DISABLED_ERROR",
+    "Driver",
+    "DriverError",
+    "MockDriver",
+    "MockHandle",
+    "RawExecDriver",
+    "RawExecHandle",
+    "TaskHandle",
+    "TaskState",
+    "TaskStatus",
+    "builtin_drivers",
+    "exit_status",
+]
+
+
+def builtin_drivers(
+    *, data_dir: str | os.PathLike[str], raw_exec_enabled: bool = False
+) -> dict[str, Driver]:
+    """The drivers every agent has, by name (the shell adds `ray` where Ray is available)."""
+    drivers: list[Driver] = [
+        MockDriver(),
+        RawExecDriver(enabled=raw_exec_enabled, data_dir=data_dir),
+    ]
+    return {d.name: d for d in drivers}

@@ -1,0 +1,89 @@
+"""The task driver interface: how an allocation runner starts, watches and kills one task.
+
+Nomad's drivers are plugins behind `drivers.DriverPlugin` (StartTask / WaitTask /
+StopTask). drover's drivers are polled instead of waited on: the agent hosts thousands of
+(simulated) nodes in one process, so nothing may block or spawn a thread per task. A
+driver turns the `now` it is given into state changes; the clock belongs to the caller.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol
+
+from contracts import Task
+
+
+class DriverError(Exception):
+    """A task could not be started; the message becomes the allocation's description."""
+
+
+class TaskState(StrEnum):
+    RUNNING = "running"
+    COMPLETE = "complete"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskStatus:
+    state: TaskState
+    exit_code: int | None = None
+    message: str = ""
+
+    @property
+    def running(self) -> bool:
+        return self.state is TaskState.RUNNING
+
+
+RUNNING = TaskStatus(TaskState.RUNNING)
+
+
+@dataclass(slots=True)
+class TaskHandle:
+    """One started task. Drivers subclass it to keep their own state.
+
+    wake_at: the earliest time `poll` can report a change (math.inf: only after `stop`);
+    None: the driver cannot know, poll it on every tick. The client core uses it to skip
+    idle simulated tasks, which is what lets one agent host thousands of nodes.
+    """
+
+    alloc_id: str
+    task_name: str
+    driver: str
+    started_at: float
+    wake_at: float | None = None
+
+
+def exit_status(exit_code: int) -> TaskStatus:
+    """Nomad's reading of an exit: code 0 completes the task, anything else fails it."""
+    if exit_code == 0:
+        return TaskStatus(TaskState.COMPLETE, 0, "exited with code 0")
+    if exit_code < 0:
+        return TaskStatus(TaskState.FAILED, exit_code, f"killed by signal {-exit_code}")
+    return TaskStatus(TaskState.FAILED, exit_code, f"exited with code {exit_code}")
+
+
+class Driver(Protocol):
+    """What the allocation runner needs from a task driver.
+
+    name: the `driver` value tasks select it with.
+    validate: the task's config problems, each a short sentence (empty: valid).
+    start: launch the task or raise DriverError; `env` is the full task environment.
+    poll: the task's state at `now` (a stopping task is escalated here, never by sleeping).
+    stop: ask the task to exit; it is gone once `poll` stops reporting it running.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    def validate(self, task: Task) -> list[str]: ...
+
+    def start(
+        self, alloc_id: str, task: Task, env: Mapping[str, str], now: float
+    ) -> TaskHandle: ...
+
+    def poll(self, handle: TaskHandle, now: float) -> TaskStatus: ...
+
+    def stop(self, handle: TaskHandle, now: float) -> None: ...

@@ -1,0 +1,130 @@
+"""Nomad's raw_exec driver: the task's command as a plain child process, no isolation.
+
+Nomad ships raw_exec disabled because the task runs with the agent's own privileges; an
+operator must enable it per agent, and so must drover's (`enabled=True`). Each task runs
+in its own session (process group) so stopping it reaches its children too: SIGTERM
+first, SIGKILL once the task's `kill_timeout` has passed (Nomad's kill sequence), the
+escalation happening in `poll` so that nothing here ever sleeps.
+
+Layout under the data dir, after Nomad's alloc dir: `<alloc_id>/<task>/` is the working
+directory and `<alloc_id>/alloc/logs/<task>.stdout|.stderr` hold the output.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from actors.agent.core.drivers.base import RUNNING, DriverError, TaskHandle, TaskStatus, exit_status
+from contracts import Task
+
+DISABLED_ERROR = "raw_exec driver is disabled on this agent"
+_KEYS = frozenset({"command", "args"})
+# A minimal, predictable environment: the agent's own variables (tokens, credentials) do
+# not leak into tasks. The task's env and the DROVER_* variables are merged over it.
+BASE_ENV: Mapping[str, str] = {
+    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+}
+
+
+@dataclass(slots=True)
+class RawExecHandle(TaskHandle):
+    process: subprocess.Popen[bytes] | None = None
+    kill_timeout_s: float = 5.0
+    term_sent_at: float | None = None
+    killed: bool = False
+
+
+class RawExecDriver:
+    """Runs `command` with `args` as a real subprocess of the agent."""
+
+    def __init__(self, *, enabled: bool, data_dir: str | os.PathLike[str]) -> None:
+        self.enabled = enabled
+        self.data_dir = Path(data_dir)
+
+    @property
+    def name(self) -> str:
+        return "raw_exec"
+
+    def validate(self, task: Task) -> list[str]:
+        config = task.config
+        errors = [f'raw_exec: unknown config key "{k}"' for k in sorted(config) if k not in _KEYS]
+        command = config.get("command")
+        if command is None:
+            errors.append('raw_exec: missing required config "command"')
+        elif not isinstance(command, str) or not command:
+            errors.append(f"raw_exec: command must be a non-empty string, got {command!r}")
+        args = config.get("args", [])
+        if not isinstance(args, list | tuple) or not all(isinstance(a, str) for a in args):
+            errors.append(f"raw_exec: args must be a list of strings, got {args!r}")
+        return errors
+
+    def start(self, alloc_id: str, task: Task, env: Mapping[str, str], now: float) -> RawExecHandle:
+        if not self.enabled:
+            raise DriverError(DISABLED_ERROR)
+        alloc_dir = self.data_dir / alloc_id
+        task_dir = alloc_dir / task.name
+        logs = alloc_dir / "alloc" / "logs"
+        task_dir.mkdir(parents=True, exist_ok=True)
+        logs.mkdir(parents=True, exist_ok=True)
+        full_env = {
+            **BASE_ENV,
+            "DROVER_ALLOC_DIR": str(alloc_dir / "alloc"),
+            "DROVER_TASK_DIR": str(task_dir),
+            **env,
+        }
+        argv = [str(task.config["command"]), *map(str, task.config.get("args", []))]
+        with (
+            open(logs / f"{task.name}.stdout", "ab") as out,
+            open(logs / f"{task.name}.stderr", "ab") as err,
+        ):
+            try:
+                process = subprocess.Popen(
+                    argv,
+                    cwd=task_dir,
+                    env=full_env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                raise DriverError(f"failed to launch {argv[0]!r}: {exc.strerror or exc}") from None
+        return RawExecHandle(
+            alloc_id=alloc_id,
+            task_name=task.name,
+            driver=self.name,
+            started_at=now,
+            process=process,
+            kill_timeout_s=task.kill_timeout_s,
+        )
+
+    def poll(self, handle: TaskHandle, now: float) -> TaskStatus:
+        assert isinstance(handle, RawExecHandle) and handle.process is not None
+        code = handle.process.poll()
+        if code is not None:
+            return exit_status(code)
+        sent = handle.term_sent_at
+        if sent is not None and not handle.killed and now - sent >= handle.kill_timeout_s:
+            handle.killed = True
+            _signal_group(handle.process, signal.SIGKILL)
+        return RUNNING
+
+    def stop(self, handle: TaskHandle, now: float) -> None:
+        assert isinstance(handle, RawExecHandle) and handle.process is not None
+        if handle.term_sent_at is not None or handle.process.poll() is not None:
+            return
+        handle.term_sent_at = now
+        _signal_group(handle.process, signal.SIGTERM)
+
+
+def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    """Signal the task's whole process group; it may already be gone."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, sig)

@@ -1,0 +1,42 @@
+"""The environment a task starts with: Nomad's NOMAD_* runtime variables, named DROVER_*.
+
+Order as in Nomad's taskenv builder: the runtime variables first, then the task's own
+`env` block over them (a task may override them, as in Nomad).
+"""
+
+from __future__ import annotations
+
+import re
+
+from contracts import Allocation, Job, Task, TaskGroup
+
+_NOT_ENV = re.compile(r"[^A-Za-z0-9_]")
+
+
+def task_env(alloc: Allocation, job: Job, group: TaskGroup, task: Task) -> dict[str, str]:
+    env = {
+        "DROVER_ALLOC_ID": alloc.id,
+        "DROVER_ALLOC_NAME": alloc.name,
+        "DROVER_ALLOC_INDEX": str(alloc.index),
+        "DROVER_SHORT_ALLOC_ID": alloc.id[:8],
+        "DROVER_NAMESPACE": alloc.namespace,
+        "DROVER_JOB_ID": job.id,
+        "DROVER_JOB_NAME": job.name or job.id,
+        "DROVER_GROUP_NAME": group.name,
+        "DROVER_TASK_NAME": task.name,
+        "DROVER_NODE_ID": alloc.node_id,
+        "DROVER_NODE_NAME": alloc.node_name,
+        "DROVER_CPU_LIMIT": str(task.resources.cpu),
+        "DROVER_MEMORY_LIMIT": str(task.resources.memory_mb),
+    }
+    # Meta is inherited job -> group -> task, the innermost winning (NOMAD_META_<key>).
+    for key, value in {**job.meta, **group.meta, **task.meta}.items():
+        env[f"DROVER_META_{_NOT_ENV.sub('_', key)}"] = value
+    # Nomad's nvidia device plugin exposes the allocated GPUs to the task this way.
+    gpus = [
+        i for d in alloc.allocated_resources.devices if d.vendor == "nvidia" for i in d.device_ids
+    ]
+    if gpus:
+        env["NVIDIA_VISIBLE_DEVICES"] = ",".join(gpus)
+    env.update(task.env)
+    return env

@@ -1,0 +1,172 @@
+"""Node fingerprints: what a node offers, as Nomad's client reports it on registration.
+
+Two sources: `simulated_nodes` for virtual fleets (deterministic, so runs can be repeated
+and compared), and `nodes_from_ray` for real machines, read from `ray.nodes()`. Both
+return ready nodes with their computed class set, as the scheduler expects.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from contracts import DeviceInstance, DriverInfo, Node, NodeDeviceResource, NodeResources
+
+_NODE_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "drover:node")
+_MB = 1024 * 1024
+_HEAD_RESOURCE = "node:__internal_head__"
+_ACCELERATOR_PREFIX = "accelerator_type:"
+# Ray labels that name a Nomad node field instead of becoming an attribute.
+_FIELD_LABELS = {
+    "drover.io/datacenter": "datacenter",
+    "drover.io/node-class": "node_class",
+    "drover.io/node-pool": "node_pool",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSpec:
+    """`count` identical simulated nodes named `<name>-0000`, `<name>-0001`, ..."""
+
+    name: str
+    count: int
+    cpu_mhz: int
+    memory_mb: int
+    disk_mb: int
+    gpus: int = 0
+    gpu_model: str = ""
+    gpu_memory: str = ""  # e.g. "80 GiB": the `memory` device attribute constraints read
+    datacenter: str = "dc1"
+    node_class: str = ""
+    node_pool: str = "default"
+    attributes: Mapping[str, str] = field(default_factory=dict)
+    meta: Mapping[str, str] = field(default_factory=dict)
+    drivers: tuple[str, ...] = ("mock",)
+
+
+def node_id_for(name: str) -> str:
+    """The stable node ID of a simulated node: the same name always gets the same ID."""
+    return str(uuid.uuid5(_NODE_NAMESPACE, name))
+
+
+def simulated_nodes(spec: FleetSpec) -> list[Node]:
+    cores = max(1, spec.cpu_mhz // 1000)
+    nodes = []
+    for i in range(spec.count):
+        name = f"{spec.name}-{i:04d}"
+        devices: tuple[NodeDeviceResource, ...] = ()
+        if spec.gpus > 0:
+            instances = tuple(
+                DeviceInstance(f"GPU-{uuid.uuid5(_NODE_NAMESPACE, f'{name}/gpu{k}')}")
+                for k in range(spec.gpus)
+            )
+            attrs = {"memory": spec.gpu_memory} if spec.gpu_memory else {}
+            model = spec.gpu_model or "unknown"
+            devices = (NodeDeviceResource("nvidia", "gpu", model, instances, attrs),)
+        attributes = {
+            "kernel.name": "linux",
+            "os.name": "linux",
+            "cpu.arch": "amd64",
+            "cpu.numcores": str(cores),
+            "cpu.frequency": str(spec.cpu_mhz // cores),
+            "cpu.totalcompute": str(spec.cpu_mhz),
+            "memory.totalbytes": str(spec.memory_mb * _MB),
+            "unique.hostname": name,
+            **_driver_attributes(spec.drivers),
+            **spec.attributes,
+        }
+        node = Node(
+            id=node_id_for(name),
+            name=name,
+            datacenter=spec.datacenter,
+            node_class=spec.node_class,
+            node_pool=spec.node_pool,
+            attributes=attributes,
+            meta=dict(spec.meta),
+            drivers={d: DriverInfo() for d in spec.drivers},
+            node_resources=NodeResources(spec.cpu_mhz, spec.memory_mb, spec.disk_mb, devices),
+        )
+        nodes.append(node.with_computed_class())
+    return nodes
+
+
+def nodes_from_ray(
+    ray_nodes: Iterable[Mapping[str, Any]],
+    *,
+    mhz_per_cpu: int = 1000,
+    drivers: tuple[str, ...] = ("mock", "ray"),
+    disk_mb: int = 0,
+) -> list[Node]:
+    """Nodes for the alive entries of `ray.nodes()`; the node ID is Ray's NodeID.
+
+    Ray's logical CPUs become MHz at `mhz_per_cpu` each; `memory` (bytes) becomes MB; `GPU`
+    with an `accelerator_type:<X>` resource becomes the device group `nvidia/gpu/<X>`
+    (amd/intel for Ray's AMD-/Intel- types). Ray does not report disk, hence `disk_mb`.
+    Labels become `ray.label.<key>` attributes, except the `drover.io/datacenter`,
+    `drover.io/node-class` and `drover.io/node-pool` labels, which set those node fields.
+    Ray runs its GPU nodes on Linux, so `kernel.name` is reported as linux.
+    """
+    return [_ray_node(n, mhz_per_cpu, drivers, disk_mb) for n in ray_nodes if n.get("Alive")]
+
+
+def _ray_node(
+    entry: Mapping[str, Any], mhz_per_cpu: int, drivers: tuple[str, ...], disk_mb: int
+) -> Node:
+    node_id = str(entry["NodeID"])
+    resources: Mapping[str, float] = entry.get("Resources") or {}
+    labels: Mapping[str, str] = entry.get("Labels") or {}
+    cpus = float(resources.get("CPU", 0.0))
+    memory_mb = int(float(resources.get("memory", 0.0)) // _MB)
+    name = str(entry.get("NodeManagerHostname") or entry.get("NodeName") or node_id)
+    attributes = {
+        "kernel.name": "linux",
+        "cpu.numcores": str(int(cpus)),
+        "cpu.totalcompute": str(int(cpus * mhz_per_cpu)),
+        "memory.totalbytes": str(int(float(resources.get("memory", 0.0)))),
+        "unique.hostname": name,
+        "unique.ray.node_id": node_id,
+        "ray.node_ip": str(entry.get("NodeManagerAddress", "")),
+        **_driver_attributes(drivers),
+    }
+    if _HEAD_RESOURCE in resources:
+        attributes["ray.head"] = "true"
+    fields = {"datacenter": "dc1", "node_class": "", "node_pool": "default"}
+    for key, value in labels.items():
+        if key in _FIELD_LABELS:
+            fields[_FIELD_LABELS[key]] = str(value)
+        elif key != "ray.io/node-id":  # already unique.ray.node_id; would split classes
+            attributes[f"ray.label.{key}"] = str(value)
+    node = Node(
+        id=node_id,
+        name=name,
+        datacenter=fields["datacenter"],
+        node_class=fields["node_class"],
+        node_pool=fields["node_pool"],
+        attributes=attributes,
+        drivers={d: DriverInfo() for d in drivers},
+        node_resources=NodeResources(
+            int(cpus * mhz_per_cpu), memory_mb, disk_mb, _ray_gpus(node_id, resources)
+        ),
+    )
+    return node.with_computed_class()
+
+
+def _ray_gpus(node_id: str, resources: Mapping[str, float]) -> tuple[NodeDeviceResource, ...]:
+    count = int(float(resources.get("GPU", 0.0)))
+    if count <= 0:
+        return ()
+    models = [k[len(_ACCELERATOR_PREFIX) :] for k in resources if k.startswith(_ACCELERATOR_PREFIX)]
+    model = models[0] if models else "unknown"
+    vendor = (
+        "amd" if model.startswith("AMD-") else "intel" if model.startswith("Intel-") else "nvidia"
+    )
+    # Ray does not expose GPU UUIDs; the IDs only need to be unique within the node.
+    instances = tuple(DeviceInstance(f"{node_id[:8]}-gpu{k}") for k in range(count))
+    return (NodeDeviceResource(vendor, "gpu", model, instances),)
+
+
+def _driver_attributes(drivers: Iterable[str]) -> dict[str, str]:
+    """Nomad advertises each detected driver as the attribute `driver.<name> = 1`."""
+    return {f"driver.{d}": "1" for d in drivers}

@@ -1,0 +1,228 @@
+"""One allocation on one node: start its group's tasks, watch them, stop them, report.
+
+Nomad's client runs an allocation's tasks side by side and derives the allocation's client
+status from theirs (`getClientStatus`): failed as soon as any task failed (its siblings
+are then killed), running while any runs, complete once all exited successfully. A
+desired status of stop or evict kills the tasks and reports complete. The runner reports
+only changes, so re-reading the same allocation record is harmless.
+
+Restarts: a runner built from a record that is already client-terminal never starts
+anything. A record that says running is started again (there is no process to reattach
+to, as Nomad does; the mock's timer restarts from now), keeping the status quiet because
+the server already believes it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from enum import Enum
+
+from actors.agent.core.drivers import Driver, TaskHandle, TaskState
+from actors.agent.core.env import task_env
+from contracts import CLIENT_TERMINAL, Allocation, ClientStatus, Job, TaskGroup
+from contracts.state_log import AllocClientUpdate
+
+RUNNING_DESCRIPTION = "Tasks are running"
+COMPLETE_DESCRIPTION = "All tasks have completed"
+STOPPED_DESCRIPTION = "stopped by scheduler"
+
+
+class Phase(Enum):
+    NEW = "new"  # nothing started yet
+    RUNNING = "running"
+    STOPPING = "stopping"  # tasks asked to exit, waiting for them
+    DONE = "done"  # no task left; the status is final
+
+
+class AllocRunner:
+    """The client side of one allocation; `step` advances it, `update` feeds new records."""
+
+    __slots__ = (
+        "_abandoned",
+        "_confirmed",
+        "_drivers",
+        "_handles",
+        "_outcome",
+        "_reported",
+        "alloc",
+        "description",
+        "job",
+        "phase",
+        "status",
+    )
+
+    def __init__(self, alloc: Allocation, job: Job | None, drivers: Mapping[str, Driver]) -> None:
+        self.alloc = alloc
+        self.job = job
+        self._drivers = drivers
+        self.status = alloc.client_status
+        self.description = alloc.client_description
+        self._reported = (self.status, self.description)
+        self._handles: dict[str, tuple[Driver, TaskHandle]] = {}
+        self._outcome: tuple[ClientStatus, str] | None = None
+        self._abandoned = False
+        self._confirmed = False
+        self.phase = Phase.DONE if alloc.client_terminal() else Phase.NEW
+
+    @property
+    def finished(self) -> bool:
+        """No task is left running and the status will not change again."""
+        return self.phase is Phase.DONE
+
+    @property
+    def acknowledged(self) -> bool:
+        """Finished, and the latest record already shows the final status (or nobody cares)."""
+        return self.finished and (
+            self._abandoned or self._confirmed or self.alloc.client_status is self.status
+        )
+
+    def confirm(self) -> None:
+        """The shell knows its last report was committed (an alternative to a new record)."""
+        self._confirmed = self.finished and self._reported == (self.status, self.description)
+
+    def update(self, alloc: Allocation) -> bool:
+        """Take a newer record of this allocation; True if the runner has work to do.
+
+        Only the server-owned fields matter (desired status): the client fields in the record
+        are this runner's own earlier reports, except a terminal status the server set
+        itself (`lost` for allocations of a node it declared down).
+        """
+        old, self.alloc = self.alloc, alloc
+        if self.phase is Phase.DONE:
+            return False
+        return alloc.desired_status is not old.desired_status or self._server_terminal()
+
+    def abandon(self) -> None:
+        """Stop the tasks without reporting anything (the node left this agent)."""
+        self._abandoned = True
+
+    def step(self, now: float) -> AllocClientUpdate | None:
+        """Advance to `now`; the status update to send, if the status changed."""
+        if self.phase is Phase.DONE:
+            return None
+        if self._server_terminal():
+            self.status, self.description = self.alloc.client_status, self.alloc.client_description
+            self._reported = (self.status, self.description)
+            self._stop_all(now)
+        elif self._abandoned and self.phase in (Phase.NEW, Phase.RUNNING):
+            self._stop_all(now)
+        if self.phase is Phase.NEW:
+            if self.alloc.server_terminal():
+                self._set(ClientStatus.COMPLETE, STOPPED_DESCRIPTION)
+                self.phase = Phase.DONE
+            else:
+                self._start(now)
+        if self.phase is Phase.RUNNING:
+            if self.alloc.server_terminal():
+                self._outcome = (ClientStatus.COMPLETE, STOPPED_DESCRIPTION)
+                self._stop_all(now)
+            else:
+                self._poll_running(now)
+        if self.phase is Phase.STOPPING:
+            self._reap(now)
+        return self._emit(now)
+
+    def next_wake(self, now: float) -> float | None:
+        """When `step` next has something to do: None means only after a new record."""
+        if self.phase is Phase.DONE:
+            return None
+        if self.phase is not Phase.RUNNING:
+            return now
+        wake = math.inf
+        for _, handle in self._handles.values():
+            if handle.wake_at is None:
+                return now
+            wake = min(wake, handle.wake_at)
+        return None if wake == math.inf else wake
+
+    # -- internals ---------------------------------------------------------------------
+
+    def _server_terminal(self) -> bool:
+        return self.alloc.client_terminal() and self.status not in CLIENT_TERMINAL
+
+    def _set(self, status: ClientStatus, description: str) -> None:
+        self.status, self.description = status, description
+
+    def _emit(self, now: float) -> AllocClientUpdate | None:
+        current = (self.status, self.description)
+        if self._abandoned or current == self._reported:
+            return None
+        self._reported = current
+        return AllocClientUpdate(self.alloc.id, self.status, self.description, int(now * 1e9))
+
+    def _problems(self, group: TaskGroup | None) -> list[str]:
+        a = self.alloc
+        if self.job is None:
+            return [f'job "{a.job_id}" version {a.job_version} not found']
+        if group is None:
+            return [f'task group "{a.task_group}" not found in job "{a.job_id}"']
+        if not group.tasks:
+            return [f'task group "{group.name}" has no tasks']
+        problems = []
+        for task in group.tasks:
+            driver = self._drivers.get(task.driver)
+            if driver is None:
+                what = f'unknown driver "{task.driver}"' if task.driver else "no driver set"
+                problems.append(f'task "{task.name}": {what}')
+            else:
+                problems += [f'task "{task.name}": {e}' for e in driver.validate(task)]
+        return problems
+
+    def _start(self, now: float) -> None:
+        group = None if self.job is None else self.job.lookup_task_group(self.alloc.task_group)
+        problems = self._problems(group)
+        if problems:
+            self._set(ClientStatus.FAILED, "; ".join(problems))
+            self.phase = Phase.DONE
+            return
+        assert self.job is not None and group is not None
+        self.phase = Phase.RUNNING
+        for task in group.tasks:
+            driver = self._drivers[task.driver]
+            env = task_env(self.alloc, self.job, group, task)
+            try:
+                handle = driver.start(self.alloc.id, task, env, now)
+            except Exception as exc:  # a driver bug must fail this alloc, not the agent
+                detail = str(exc) or type(exc).__name__
+                self._set(ClientStatus.FAILED, f'task "{task.name}": failed to start: {detail}')
+                self._stop_all(now)
+                return
+            self._handles[task.name] = (driver, handle)
+        self._set(ClientStatus.RUNNING, RUNNING_DESCRIPTION)
+
+    def _poll_running(self, now: float) -> None:
+        failures = []
+        for name, (driver, handle) in list(self._handles.items()):
+            status = driver.poll(handle, now)
+            if status.running:
+                continue
+            del self._handles[name]
+            if status.state is TaskState.FAILED:
+                failures.append(f'task "{name}" failed: {status.message}')
+        if failures:
+            self._set(ClientStatus.FAILED, "; ".join(failures))
+            self._stop_all(now)
+        elif not self._handles:
+            self._set(ClientStatus.COMPLETE, COMPLETE_DESCRIPTION)
+            self.phase = Phase.DONE
+
+    def _stop_all(self, now: float) -> None:
+        for driver, handle in self._handles.values():
+            driver.stop(handle, now)
+        self.phase = Phase.STOPPING if self._handles else Phase.DONE
+        if self.phase is Phase.DONE:
+            self._finish_stop()
+
+    def _reap(self, now: float) -> None:
+        for name, (driver, handle) in list(self._handles.items()):
+            if not driver.poll(handle, now).running:
+                del self._handles[name]
+        if not self._handles:
+            self.phase = Phase.DONE
+            self._finish_stop()
+
+    def _finish_stop(self) -> None:
+        if self._outcome is not None and self.status not in CLIENT_TERMINAL:
+            self._set(*self._outcome)
+        self._outcome = None
