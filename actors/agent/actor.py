@@ -1,0 +1,63 @@
+"""The client agent's Ray shell (see service.py), in one of two modes:
+
+- simulated: one actor hosts the virtual nodes of one or more fleet specs, with the mock and
+  raw_exec drivers (no process per node);
+- real: one actor per Ray node, pinned to it with hard node affinity (the agent dies with its
+  node, which is exactly what should mark the node down); its node is fingerprinted from
+  Ray's view of that node (CPU, memory, GPUs and accelerator type) and it also runs tasks
+  with the `ray` driver.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import ray
+
+from actors.agent.core import FleetSpec, builtin_drivers, nodes_from_ray, simulated_nodes
+from actors.agent.ray_driver import RayDriver
+from actors.agent.service import AgentService
+from actors.runtime.shell import ServiceShell
+from actors.streams.client import connect
+from actors.streams.names import StreamNames
+from contracts import Node
+
+
+class AgentActor(ServiceShell):
+    def __init__(
+        self,
+        agent_id: str,
+        redis_url: str,
+        prefix: str = "drover",
+        *,
+        fleets: Sequence[FleetSpec] = (),
+        data_dir: str = "/tmp/drover/allocs",
+        raw_exec: bool = False,
+        heartbeat_s: float = 2.0,
+        mhz_per_cpu: int = 1000,
+    ) -> None:
+        drivers = builtin_drivers(data_dir=Path(data_dir) / agent_id, raw_exec_enabled=raw_exec)
+        nodes: list[Node]
+        if fleets:
+            nodes = [node for spec in fleets for node in simulated_nodes(spec)]
+        else:
+            node_id = ray.get_runtime_context().get_node_id()
+            nodes = [
+                n for n in nodes_from_ray(ray.nodes(), mhz_per_cpu=mhz_per_cpu) if n.id == node_id
+            ]
+            ray_driver = RayDriver(node_id, mhz_per_cpu=mhz_per_cpu)
+            drivers[ray_driver.name] = ray_driver
+        self._serve(
+            AgentService(
+                agent_id,
+                connect(redis_url, client_name=f"drover-{agent_id}"),
+                StreamNames(prefix),
+                nodes,
+                drivers,
+                heartbeat_s=heartbeat_s,
+            )
+        )
+
+    def node_ids(self) -> list[str]:
+        return list(self.service.node_ids)

@@ -1,0 +1,120 @@
+"""A client agent: runs the allocations placed on its nodes and reports back.
+
+One agent hosts one node (real mode: the Ray node it is pinned to) or many virtual nodes
+(simulated mode: 5,000 nodes need no 5,000 processes). It registers its nodes with the
+leader, follows the state log for allocations placed on them, runs them through its drivers,
+and sends status changes and heartbeats to the leader's stream. If it dies, its heartbeats
+stop, the leader marks its nodes down and the scheduler replaces their allocations.
+
+A restarted agent re-reads the log: allocations recorded as finished are not started again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+
+import redis
+
+from actors.agent.core import ClientCore, Driver
+from actors.process_settings import tune_gc
+from actors.runtime.replica import LogReplica
+from actors.state import StateStore
+from actors.streams import StreamBus
+from actors.streams.names import StreamNames
+from contracts import Node
+from contracts.messages import LeaderRequest, RequestKind
+from contracts.state_log import LogEntry, UpdateAllocsClientStatus, UpsertAllocs
+
+log = logging.getLogger(__name__)
+
+
+class AgentService:
+    def __init__(
+        self,
+        agent_id: str,
+        client: redis.Redis,
+        names: StreamNames,
+        nodes: Sequence[Node],
+        drivers: Mapping[str, Driver],
+        *,
+        heartbeat_s: float = 2.0,
+        tick_s: float = 0.1,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        tune_gc()
+        self.agent_id = agent_id
+        self.client = client
+        self.names = names
+        self.bus = StreamBus(client)
+        self.nodes = list(nodes)
+        self.node_ids = tuple(n.id for n in nodes)
+        self.core = ClientCore(self.node_ids, drivers, clock)
+        self.heartbeat_s = heartbeat_s
+        self.tick_s = tick_s
+        self.clock = clock
+        self.lock = threading.Lock()
+        self.replica = LogReplica(client, names, store=StateStore(), listener=self._on_entry)
+        self.stats = {"updates": 0, "heartbeats": 0}
+
+    def start(self) -> None:
+        """Register the nodes (the leader also treats this as a first heartbeat), then catch
+        up with the log so allocations placed before a restart are known."""
+        self._send(
+            LeaderRequest(
+                RequestKind.UPSERT_NODES, request_id=str(uuid.uuid4()), nodes=tuple(self.nodes)
+            )
+        )
+        self.replica.load()
+
+    def run(self, stop: threading.Event) -> None:
+        tail = threading.Thread(target=self.replica.run, args=(stop, 100), daemon=True)
+        tail.start()
+        next_beat = 0.0
+        while not stop.is_set():
+            try:
+                now = self.clock()
+                if now >= next_beat:
+                    self.heartbeat()
+                    next_beat = now + self.heartbeat_s
+                self.report()
+            except redis.ConnectionError:
+                if stop.is_set():
+                    return
+            stop.wait(self.tick_s)
+
+    def heartbeat(self) -> None:
+        self._send(LeaderRequest(RequestKind.NODE_HEARTBEAT, node_ids=self.node_ids))
+        self.stats["heartbeats"] += 1
+
+    def report(self) -> int:
+        """Advance the allocations and send what changed, in one message."""
+        with self.lock:
+            updates = self.core.tick()
+        if updates:
+            self._send(LeaderRequest(RequestKind.CLIENT_UPDATES, updates=tuple(updates)))
+            self.stats["updates"] += len(updates)
+        return len(updates)
+
+    def _on_entry(self, entry: LogEntry, store: StateStore) -> None:
+        """Allocation records for our nodes, as committed: placements and stops to act on,
+        and our own reports coming back (which lets finished runners be forgotten)."""
+        change = entry.change
+        if isinstance(change, UpsertAllocs):
+            ids = [a.id for a in change.allocs]
+        elif isinstance(change, UpdateAllocsClientStatus):
+            ids = [u.alloc_id for u in change.updates]
+        else:
+            return
+        node_ids = self.core.node_ids
+        mine = [a for i in ids if (a := store.alloc(i)) is not None and a.node_id in node_ids]
+        if mine:
+            with self.lock:
+                self.core.apply_allocs(mine, store.job_version)
+                self.core.forget_terminal()
+
+    def _send(self, request: LeaderRequest) -> None:
+        self.bus.publish(self.names.requests, [("LeaderRequest", request)])

@@ -1,0 +1,166 @@
+"""The eval broker service.
+
+    state log --(replica thread)--> BrokerFeed: enqueue / block / unblock
+    acks stream --(EvalAck)--> ack / nack
+    tick: nack timeouts, delayed evals
+    deliver: while workers have room, dequeue and publish EvalDelivery; the delivery's token
+        is written to the fencing hash in the same transaction, so the leader can refuse
+        anything an older delivery of the same eval sends.
+    writes the broker decides (released, canceled, failed evals) go to the leader.
+
+At-least-once: an unacked delivery comes back after the nack timeout with a new token; after
+the delivery limit it is failed with a follow-up eval. On restart the broker rebuilds itself
+from the log: every pending eval is enqueued again and every blocked one blocked again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+
+import redis
+
+from actors.broker.core import BlockedEvals, EvalBroker, NotOutstandingError
+from actors.broker.core.errors import EvalBrokerError
+from actors.broker.core.feed import BrokerFeed
+from actors.process_settings import tune_gc
+from actors.runtime.replica import LogReplica
+from actors.state import StateStore
+from actors.streams import GroupConsumer, StreamBus
+from actors.streams.envelope import encode_message, registry_of
+from actors.streams.names import BROKER_GROUP, StreamNames
+from contracts import Evaluation
+from contracts.messages import AckOutcome, EvalAck, EvalDelivery, LeaderRequest, RequestKind
+from contracts.state_log import LogEntry
+
+log = logging.getLogger(__name__)
+
+SCHEDULER_TYPES = ("service", "batch", "system", "sysbatch")
+
+
+class BrokerService:
+    def __init__(
+        self,
+        client: redis.Redis,
+        names: StreamNames,
+        *,
+        capacity: int = 2,
+        nack_timeout_s: float = 60.0,
+        delivery_limit: int = 3,
+    ) -> None:
+        tune_gc()
+        self.client = client
+        self.names = names
+        self.bus = StreamBus(client)
+        self.capacity = capacity  # deliveries in flight at once: one per worker
+        self.broker = EvalBroker(
+            time.time, nack_timeout_s=nack_timeout_s, delivery_limit=delivery_limit
+        )
+        self.blocked = BlockedEvals()
+        self.feed = BrokerFeed(
+            self.broker, self.blocked, new_id=lambda: str(uuid.uuid4()), now_ns=time.time_ns
+        )
+        self.lock = threading.RLock()  # the replica thread and the loop share the cores
+        self.replica = LogReplica(client, names, store=StateStore(), listener=self._on_entry)
+        self._writes: list[Evaluation] = []
+        self.stats = {"delivered": 0, "acked": 0, "nacked": 0, "stale_acks": 0}
+        self._acks = GroupConsumer(
+            self.bus,
+            names.acks,
+            BROKER_GROUP,
+            "broker",
+            registry_of(EvalAck),
+            self._handle_acks,
+            batch=256,
+            block_ms=20,
+        )
+
+    def start(self) -> None:
+        self.bus.ensure_group(self.names.acks, BROKER_GROUP)
+        self.replica.load()
+
+    def run(self, stop: threading.Event) -> None:
+        tail = threading.Thread(target=self.replica.run, args=(stop, 100), daemon=True)
+        tail.start()
+        while not stop.is_set():
+            try:
+                self.poll_once()
+            except redis.ConnectionError:
+                if stop.is_set():
+                    return
+                time.sleep(0.2)
+
+    def poll_once(self) -> None:
+        self._acks.poll_once()
+        with self.lock:
+            self.broker.tick()
+            writes = self._writes + self.feed.housekeeping()
+            self._writes = []
+            deliveries = self._dequeue_ready()
+        if deliveries:
+            self._publish(deliveries)
+        if writes:
+            request = LeaderRequest(RequestKind.UPDATE_EVALS, evals=tuple(writes))
+            self.bus.publish(self.names.requests, [("LeaderRequest", request)])
+
+    # -- feeding -------------------------------------------------------------------------------
+
+    def _on_entry(self, entry: LogEntry, state: StateStore) -> None:
+        with self.lock:
+            self._writes += self.feed.apply(entry, state)
+
+    # -- deliveries ----------------------------------------------------------------------------
+
+    def _dequeue_ready(self) -> list[EvalDelivery]:
+        out = []
+        in_flight = self.broker.stats().total_unacked
+        while in_flight < self.capacity:
+            delivery = self.broker.dequeue(list(SCHEDULER_TYPES))
+            if delivery is None:
+                break
+            out.append(EvalDelivery(delivery.eval, delivery.token, delivery.wait_index))
+            in_flight += 1
+        return out
+
+    def _publish(self, deliveries: Sequence[EvalDelivery]) -> None:
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hset(
+            self.names.tokens_key,
+            mapping={d.eval.id: d.token for d in deliveries},
+        )
+        for delivery in deliveries:
+            pipe.xadd(self.names.deliveries, encode_message("EvalDelivery", delivery))  # type: ignore[arg-type]
+        pipe.execute()
+        self.stats["delivered"] += len(deliveries)
+
+    # -- acks ----------------------------------------------------------------------------------
+
+    def _handle_acks(self, batch: Sequence[tuple[str, str, object, dict[str, str]]]) -> None:
+        done: list[str] = []
+        with self.lock:
+            for _message_id, _type, ack, _trace in batch:
+                assert isinstance(ack, EvalAck)
+                try:
+                    if ack.outcome is AckOutcome.ACK:
+                        self.broker.ack(ack.eval_id, ack.token)
+                        self.stats["acked"] += 1
+                        done.append(ack.eval_id)
+                    else:
+                        self.broker.nack(ack.eval_id, ack.token)
+                        self.stats["nacked"] += 1
+                except (NotOutstandingError, EvalBrokerError):
+                    # A late ack for a delivery that already timed out: harmless, it was
+                    # (or will be) redelivered under another token.
+                    self.stats["stale_acks"] += 1
+        if done:
+            self._forget_tokens(done)
+
+    def _forget_tokens(self, eval_ids: Sequence[str]) -> None:
+        # Only if no newer delivery took the slot: compare-and-delete per eval.
+        with self.lock:
+            stale = [e for e in eval_ids if self.broker.outstanding(e) is None]
+        if stale:
+            self.client.hdel(self.names.tokens_key, *stale)

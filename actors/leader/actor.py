@@ -1,0 +1,55 @@
+"""The leader's Ray shell: one named actor, the single writer (see service.py)."""
+
+from __future__ import annotations
+
+from actors.leader.service import LeaderService
+from actors.runtime.shell import ServiceShell
+from actors.state import StateSnapshot
+from actors.streams.client import connect
+from actors.streams.names import StreamNames
+from contracts import Allocation, Evaluation, Job, Node
+from contracts.messages import LeaderRequest, LeaderResponse
+
+
+class LeaderActor(ServiceShell):
+    def __init__(
+        self, redis_url: str, prefix: str = "drover", heartbeat_ttl_s: float = 10.0
+    ) -> None:
+        self._serve(
+            LeaderService(
+                connect(redis_url, client_name="drover-leader"),
+                StreamNames(prefix),
+                heartbeat_ttl_s=heartbeat_ttl_s,
+            )
+        )
+
+    def request(self, request: LeaderRequest) -> LeaderResponse:
+        response: LeaderResponse = self.service.submit(request)
+        return response
+
+    # Reads come from a snapshot: the store belongs to the service's thread.
+
+    def _snapshot(self) -> StateSnapshot:
+        snapshot: StateSnapshot = self.service.store.snapshot()
+        return snapshot
+
+    def index(self) -> int:
+        return self._snapshot().latest_index()
+
+    def job(self, namespace: str, job_id: str) -> Job | None:
+        return self._snapshot().job(namespace, job_id)
+
+    def job_versions(self, namespace: str, job_id: str) -> list[Job]:
+        return self._snapshot().job_versions(namespace, job_id)
+
+    def allocs_by_job(self, namespace: str, job_id: str) -> list[Allocation]:
+        return self._snapshot().allocs_by_job(namespace, job_id)
+
+    def evals_by_job(self, namespace: str, job_id: str) -> list[Evaluation]:
+        return self._snapshot().evals_by_job(namespace, job_id)
+
+    def nodes(self) -> list[Node]:
+        return list(self._snapshot().nodes())
+
+    def allocs(self) -> list[Allocation]:
+        return list(self._snapshot().allocs())

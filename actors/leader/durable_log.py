@@ -1,0 +1,87 @@
+"""The leader's durable, fenced state log in Redis (see commit.lua, which it wraps).
+
+A commit succeeds only if the committer still holds the current term, its view of the last
+index is right, and every fenced plan still carries its eval's outstanding delivery token;
+then the entries are appended to the log stream with IDs equal to their indexes. A stale
+leader therefore can never commit, and neither can a worker whose eval was redelivered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import redis
+
+from actors.streams.names import StreamNames
+from contracts.state_log import LogEntry, decode_entry, encode_entry
+
+_SCRIPT = (Path(__file__).with_name("commit.lua")).read_text()
+
+
+class NotLeaderError(RuntimeError):
+    """A newer leader holds the term: this one must stop writing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Commit only while `eval_id`'s outstanding delivery token is `token`."""
+
+    eval_id: str
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class CommitOutcome:
+    ok: bool
+    index: int
+    reason: str = ""
+
+
+class DurableLog:
+    def __init__(self, client: redis.Redis, names: StreamNames) -> None:
+        self.client = client
+        self.names = names
+        self._commit = client.register_script(_SCRIPT)
+        self.term = 0
+
+    def acquire_term(self) -> int:
+        """Become leader: every commit of an older term fails from now on."""
+        self.term = int(self.client.incr(self.names.term_key))
+        return self.term
+
+    def last_index(self) -> int:
+        raw = self.client.get(self.names.index_key)
+        return int(raw) if raw else 0
+
+    def commit(
+        self, expected_index: int, entries: Sequence[LogEntry], fences: Sequence[Fence | None]
+    ) -> CommitOutcome:
+        args: list[bytes | str | int] = [self.term, expected_index, len(entries)]
+        for entry, fence in zip(entries, fences, strict=True):
+            args += [
+                encode_entry(entry),
+                fence.eval_id if fence else "",
+                fence.token if fence else "",
+            ]
+        keys = [self.names.index_key, self.names.term_key, self.names.log, self.names.tokens_key]
+        reply = self._commit(keys=keys, args=args)
+        if int(reply[0]) == 1:
+            return CommitOutcome(True, int(reply[1]))
+        reason = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
+        if reason == "term":
+            raise NotLeaderError(f"term {self.term} is no longer current")
+        return CommitOutcome(False, int(reply[2]), reason)
+
+    def entries_after(self, index: int, batch: int = 1000) -> Iterator[LogEntry]:
+        """Replay the log from `index` (exclusive), in order."""
+        start = f"{index + 1}-0"
+        while True:
+            rows = self.client.xrange(self.names.log, min=start, count=batch)
+            if not rows:
+                return
+            for _, fields in rows:
+                yield decode_entry(fields[b"e"])
+            last_id = rows[-1][0].decode() if isinstance(rows[-1][0], bytes) else rows[-1][0]
+            start = f"({last_id}"

