@@ -268,17 +268,37 @@ class DroverClient:
             )
         )
 
+    def _read(self, method: str, *args: Any, timeout_s: float = 30.0) -> Any:
+        """Reads are safe to repeat, so they ride out a leader restart (Ray answers
+        ActorUnavailableError while the actor rebuilds its state from the log)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return ray.get(getattr(self.leader, method).remote(*args))
+            except ray.exceptions.ActorUnavailableError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
     def job(self, job_id: str) -> Job | None:
-        job: Job | None = ray.get(self.leader.job.remote(self.namespace, job_id))
+        job: Job | None = self._read("job", self.namespace, job_id)
         return job
 
     def job_versions(self, job_id: str) -> list[Job]:
-        versions: list[Job] = ray.get(self.leader.job_versions.remote(self.namespace, job_id))
+        versions: list[Job] = self._read("job_versions", self.namespace, job_id)
         return versions
 
     def allocs(self, job_id: str) -> list[Allocation]:
-        allocs: list[Allocation] = ray.get(self.leader.allocs_by_job.remote(self.namespace, job_id))
+        allocs: list[Allocation] = self._read("allocs_by_job", self.namespace, job_id)
         return allocs
+
+    def index(self) -> int:
+        index: int = self._read("index")
+        return index
+
+    def leader_stats(self) -> dict[str, Any]:
+        stats: dict[str, Any] = self._read("stats")
+        return stats
 
     def wait_for_allocs(
         self,

@@ -119,6 +119,8 @@ class StreamPlanner:
             worker.stats["partial_plans"] += 1
         if not result.refresh_index:
             return result, None
+        # Part of the plan was rejected: the scheduler retries on state at least this fresh.
+        worker.stats["refreshes"] += 1
         worker.replica.wait_for(result.refresh_index, worker.wait_timeout_s)
         return result, worker.replica.snapshot()
 
@@ -173,7 +175,7 @@ class WorkerService:
         self.wait_timeout_s = wait_timeout_s
         self.reply_timeout_s = reply_timeout_s
         self.request_ids = itertools.count(1)
-        self.stats = {"evals": 0, "plans": 0, "partial_plans": 0, "nacks": 0}
+        self.stats = {"evals": 0, "plans": 0, "partial_plans": 0, "refreshes": 0, "nacks": 0}
         self._consumer = GroupConsumer(
             self.bus,
             names.deliveries,
