@@ -1,7 +1,8 @@
 """The `drover` command line.
 
-Subcommands grow with the system; today: `drover demo` (the scheduling core on a simulated
-fleet) and `drover job validate FILE` (parse, canonicalise and validate a job file).
+Subcommands grow with the system; today: `drover agent -dev` (the whole system on the
+embedded defaults), `drover demo` (the scheduling core on a simulated fleet) and
+`drover job validate FILE` (parse, canonicalise and validate a job file).
 Errors go to stderr as one line naming what was wrong and where, with a non-zero exit.
 """
 
@@ -44,6 +45,59 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(nodes=args.nodes, workers=args.workers, seed=args.seed)
 
 
+def _agent(args: argparse.Namespace) -> int:
+    if not args.dev:
+        print("drover: agent: only -dev mode is available so far", file=sys.stderr)
+        return 2
+    import signal
+    import threading
+    import time
+    from pathlib import Path
+
+    from actors.agent.core import FleetSpec
+    from launch.system import DroverSystem, SystemConfig
+
+    started = time.monotonic()
+    config = SystemConfig(
+        data_dir=Path(args.data_dir),
+        redis_url=args.redis_url,
+        ray_address=args.ray_address,
+        workers=args.workers,
+        fleets=[
+            FleetSpec(
+                name="dev",
+                count=args.nodes,
+                cpu_mhz=4000,
+                memory_mb=8192,
+                disk_mb=50_000,
+                drivers=("mock", "raw_exec"),
+            )
+        ]
+        if args.nodes
+        else [],
+        real_agents=True,
+        raw_exec=True,  # as in Nomad's -dev mode
+    )
+    system = DroverSystem(config)
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        system.start()
+        nodes = len(system.client()._read("nodes"))
+        print(
+            f"drover agent -dev started in {time.monotonic() - started:.1f}s: "
+            f"redis {system.redis_url}, {len(system.workers)} scheduler workers, "
+            f"{len(system.agents)} client agents, {nodes} nodes. Ctrl-C stops it.",
+            flush=True,
+        )
+        stop.wait()
+    finally:
+        print("drover: shutting down", flush=True)
+        system.stop()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="drover", description="A Nomad-style cluster scheduler.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -53,6 +107,15 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("-workers", "--workers", type=int, default=4)
     demo.add_argument("-seed", "--seed", type=int, default=1)
     demo.set_defaults(handler=_demo)
+
+    agent = commands.add_parser("agent", help="run drover (-dev: everything in one process tree)")
+    agent.add_argument("-dev", "--dev", action="store_true", help="development mode")
+    agent.add_argument("-data-dir", "--data-dir", default=".drover-data")
+    agent.add_argument("-redis-url", "--redis-url", default=None, help="default: embedded")
+    agent.add_argument("-ray-address", "--ray-address", default=None, help="default: local Ray")
+    agent.add_argument("-workers", "--workers", type=int, default=None, help="default: CPUs")
+    agent.add_argument("-nodes", "--nodes", type=int, default=3, help="simulated dev nodes")
+    agent.set_defaults(handler=_agent)
 
     job = commands.add_parser("job", help="job commands")
     job_commands = job.add_subparsers(dest="job_command", required=True)

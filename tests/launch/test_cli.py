@@ -36,3 +36,40 @@ def test_validate_bad_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 def test_validate_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["job", "validate", str(tmp_path / "nope.nomad")]) == 1
     assert "nope.nomad" in capsys.readouterr().err
+
+
+def test_agent_dev_starts_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
+    """`drover agent -dev` brings the system up on the embedded defaults, and Ctrl-C stops
+    the actors, Ray and the Redis server it started."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    data_dir = tmp_path / "dev"
+    root = Path(__file__).resolve().parents[2]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "launch.cli", "agent", "-dev", "-data-dir", str(data_dir)],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        deadline = time.monotonic() + 60
+        lines = []
+        while time.monotonic() < deadline:
+            line = process.stdout.readline()
+            lines.append(line)
+            if "started in" in line or process.poll() is not None:
+                break
+        assert any("drover agent -dev started in" in line for line in lines), "".join(lines)
+        assert (data_dir / "redis" / "redis.sock").exists()
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=60) == 0
+        assert not (data_dir / "redis" / "redis.sock").exists()
+        assert (data_dir / "redis" / "appendonly.aof").exists()
+    finally:
+        if process.poll() is None:
+            process.kill()
