@@ -20,6 +20,8 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import orjson
 
+from contracts.fast_decode import fast_decoder
+
 T = TypeVar("T")
 
 Unknown = Literal["error", "ignore"]
@@ -93,19 +95,26 @@ def to_wire(value: Any) -> Any:
 
 
 def _encoder_for_class(cls: type) -> Encoder:
+    """A generated function building the record's dict in one literal: plain fields are
+    copied as they are (orjson serialises str-valued enums itself), others go through their
+    compiled encoders."""
     encoder = _encoders.get(cls)
     if encoder is None:
         hints = typing.get_type_hints(cls)
-        plan = [
-            (f.name, field_json_name(f), _encoder_for_type(hints[f.name]))
-            for f in dataclasses.fields(cls)
-            if not f.metadata.get("internal")
-        ]
-
-        def encode(obj: Any) -> dict[str, Any]:
-            return {key: enc(getattr(obj, name)) for name, key, enc in plan}
-
-        encoder = _encoders[cls] = encode
+        env: dict[str, Any] = {}
+        items = []
+        for f in dataclasses.fields(cls):
+            if f.metadata.get("internal"):
+                continue
+            enc = _encoder_for_type(hints[f.name])
+            if enc is _identity:
+                items.append(f"{field_json_name(f)!r}: o.{f.name}")
+            else:
+                env[f"e_{f.name}"] = enc
+                items.append(f"{field_json_name(f)!r}: e_{f.name}(o.{f.name})")
+        source = "def encode(o):\n    return {" + ", ".join(items) + "}\n"
+        exec(source, env)
+        encoder = _encoders[cls] = env["encode"]
     return encoder
 
 
@@ -174,7 +183,16 @@ _decoders: dict[Any, Decoder] = {}
 
 
 def from_wire(tp: type[T], data: Any, path: str = "$", unknown: Unknown = "error") -> T:
-    """Build a `tp` from JSON-shaped data, validating types; raises CodecError with the path."""
+    """Build a `tp` from JSON-shaped data, validating types; raises CodecError with the path.
+
+    Records take the generated fast path first (contracts/fast_decode.py); anything it does
+    not like is decoded again here, slowly, so that the error names its path."""
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        try:
+            fast: T = fast_decoder(tp, unknown == "error")(data)
+            return fast
+        except Exception:
+            pass
     decoded: T = _decoder_for_type(tp)(data, path, unknown)
     return decoded
 

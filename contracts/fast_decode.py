@@ -1,0 +1,154 @@
+"""Generated fast decoders for records: the codec's hot path.
+
+The validating decoder in codec.py tracks a JSON path for every field so that an error can
+name it; on a 1,000-allocation log entry that bookkeeping cost ten times the JSON parsing.
+Here each record class gets a function generated once, with no path tracking, that checks
+types inline and fills the instance's slots directly. Any surprise (a wrong type, a missing
+required field, an unknown field, a bad enum value) raises `Slow`, and the caller re-runs the
+validating decoder, which produces the error with its path. Valid input decodes identically
+either way (tests/contracts/test_fast_decode.py checks this on every record type).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, get_args, get_origin
+
+
+class Slow(Exception):
+    """The fast path declines: fall back to the validating decoder."""
+
+
+def _bad(*_: object) -> Any:
+    raise Slow
+
+
+_MISSING = object()
+_cache: dict[tuple[Any, bool], Callable[[Any], Any]] = {}
+
+
+def fast_decoder(cls: type, strict: bool) -> Callable[[Any], Any]:
+    key = (cls, strict)
+    decoder = _cache.get(key)
+    if decoder is None:
+        decoder = _cache[key] = _compile(cls, strict)
+    return decoder
+
+
+X = "\x00"  # placeholder for the value in converter templates (str.replace nests safely)
+
+
+def _sub(template: str, value: str) -> str:
+    return template.replace(X, value)
+
+
+def _converter(tp: Any, strict: bool) -> tuple[str, dict[str, Any]]:
+    """An expression template over the placeholder X converting one JSON value, and the
+    globals it needs."""
+    origin = get_origin(tp)
+    if tp is Any:
+        return X, {}
+    if tp is str:
+        return f"({X} if type({X}) is str else _bad())", {}
+    if tp is bool:
+        return f"({X} if type({X}) is bool else _bad())", {}
+    if tp is int:
+        return f"({X} if type({X}) is int else _bad())", {}
+    if tp is float:
+        return f"(float({X}) if type({X}) in (float, int) else _bad())", {}
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        name = f"_enum_{id(tp)}"
+        return f"{name}({X})", {name: tp}
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        name = f"_record_{id(tp)}_{int(strict)}"
+        return f"{name}({X})", {name: _Lazy(tp, strict)}
+    if origin in (types.UnionType, typing.Union):
+        members = [a for a in get_args(tp) if a is not type(None)]
+        if len(members) != 1:
+            raise TypeError(f"unsupported union {tp}")
+        inner, env = _converter(members[0], strict)
+        return f"(None if {X} is None else {inner})", env
+    if origin in (tuple, list, frozenset):
+        (arg,) = get_args(tp)[:1] or (Any,)
+        inner, env = _converter(arg, strict)
+        build = {tuple: "tuple", list: "list", frozenset: "frozenset"}[origin]
+        var = f"_e{len(inner)}"  # distinct names when comprehensions nest
+        body = _sub(inner, var)
+        return (
+            f"({build}({body} for {var} in {X}) if type({X}) is list "
+            f"else ({build}() if {X} is None else _bad()))"
+        ), env
+    if origin in (dict, Mapping):
+        args = get_args(tp)
+        inner, env = _converter(args[1] if args else Any, strict)
+        if inner == X:
+            return f"(dict({X}) if type({X}) is dict else ({{}} if {X} is None else _bad()))", env
+        var = f"_v{len(inner)}"
+        body = _sub(inner, var)
+        return (
+            f"({{_k: {body} for _k, {var} in {X}.items()}} if type({X}) is dict "
+            f"else ({{}} if {X} is None else _bad()))"
+        ), env
+    raise TypeError(f"no fast decoder for {tp!r}")
+
+
+class _Lazy:
+    """Defers compiling a nested record's decoder (records may refer to each other)."""
+
+    __slots__ = ("cls", "fn", "strict")
+
+    def __init__(self, cls: type, strict: bool) -> None:
+        self.cls = cls
+        self.strict = strict
+        self.fn: Callable[[Any], Any] | None = None
+
+    def __call__(self, value: Any) -> Any:
+        fn = self.fn
+        if fn is None:
+            fn = self.fn = fast_decoder(self.cls, self.strict)
+        return fn(value)
+
+
+def _compile(cls: type, strict: bool) -> Callable[[Any], Any]:
+    from contracts.codec import field_json_name
+
+    hints = typing.get_type_hints(cls)
+    fields = [f for f in dataclasses.fields(cls) if f.init and not f.metadata.get("internal")]
+    slotted = all(f.name in getattr(cls, "__slots__", ()) for f in dataclasses.fields(cls))
+    direct = slotted and not hasattr(cls, "__post_init__")
+    env: dict[str, Any] = {"_bad": _bad, "_M": _MISSING, "cls": cls, "new": object.__new__}
+    known = frozenset(field_json_name(f) for f in fields)
+    env["KNOWN"] = known
+    lines = ["def decode(v):", "    if type(v) is not dict: _bad()"]
+    if strict:
+        lines.append("    if not KNOWN.issuperset(v): _bad()")
+    lines.append("    obj = new(cls)" if direct else "    kw = {}")
+    for f in fields:
+        key = field_json_name(f)
+        expr, extra = _converter(hints[f.name], strict)
+        env.update(extra)
+        value = _sub(expr, "x")
+        lines.append(f"    x = v.get({key!r}, _M)")
+        if f.default is not dataclasses.MISSING:
+            env[f"d_{f.name}"] = f.default
+            default = f"d_{f.name}"
+        elif f.default_factory is not dataclasses.MISSING:
+            env[f"f_{f.name}"] = f.default_factory
+            default = f"f_{f.name}()"
+        else:
+            default = "_bad()"  # required and missing: let the slow path name it
+        if direct:
+            env[f"set_{f.name}"] = cls.__dict__[f.name].__set__
+            lines.append(
+                f"    set_{f.name}(obj, {default} if x is _M or x is None else {value})"
+            )
+        else:
+            lines.append(f"    kw[{f.name!r}] = {default} if x is _M or x is None else {value}")
+    lines.append("    return obj" if direct else "    return cls(**kw)")
+    exec("\n".join(lines), env)
+    fn: Callable[[Any], Any] = env["decode"]
+    return fn

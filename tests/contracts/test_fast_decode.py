@@ -1,0 +1,163 @@
+"""The generated fast decoders agree with the validating decoder on every record type, and
+hand anything doubtful back to it so errors still name their path."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import orjson
+import pytest
+
+from contracts import (
+    Affinity,
+    AllocatedDevice,
+    AllocatedResources,
+    Allocation,
+    AllocMetric,
+    CodecError,
+    Constraint,
+    DesiredUpdates,
+    DeviceInstance,
+    DeviceRequest,
+    DriverInfo,
+    Evaluation,
+    Job,
+    Node,
+    NodeDeviceResource,
+    NodeResources,
+    Plan,
+    PlanAnnotations,
+    PlanResult,
+    RejectedNode,
+    RescheduleEvent,
+    Resources,
+    ScalingPolicy,
+    Spread,
+    SpreadTarget,
+    Task,
+    TaskGroup,
+    UpdateStrategy,
+    from_wire,
+    to_wire,
+)
+from contracts.codec import _decoder_for_type
+from contracts.fast_decode import Slow, fast_decoder
+from contracts.messages import EvalDelivery, PlanSubmission
+
+TASK = Task(
+    name="t",
+    driver="mock",
+    config={"run_for": "1m", "nested": {"a": [1, 2]}},
+    env={"A": "1"},
+    resources=Resources(
+        cpu=250,
+        memory_mb=128,
+        devices=(
+            DeviceRequest("nvidia/gpu", 2, (Constraint("${device.attr.memory}", "40 GiB", ">="),)),
+        ),
+    ),
+    constraints=(Constraint("${attr.kernel.name}", "linux"),),
+    affinities=(Affinity("${node.datacenter}", "dc1", "=", 30),),
+)
+JOB = Job(
+    id="web",
+    name="web",
+    datacenters=("dc1", "dc2"),
+    spreads=(Spread("${node.datacenter}", 50, (SpreadTarget("dc1", 70),)),),
+    task_groups=(
+        TaskGroup(
+            "g",
+            3,
+            scaling=ScalingPolicy(min=1, max=5, policy={"cooldown": "1m"}),
+            tasks=(TASK,),
+            update=UpdateStrategy(max_parallel=2),
+        ),
+    ),
+    meta={"team": "a"},
+    version=4,
+)
+NODE = Node(
+    id="n1",
+    attributes={"kernel.name": "linux"},
+    drivers={"mock": DriverInfo()},
+    node_resources=NodeResources(
+        cpu=4000,
+        memory_mb=8192,
+        devices=(
+            NodeDeviceResource(
+                "nvidia",
+                "gpu",
+                "A100",
+                (DeviceInstance("g0"), DeviceInstance("g1", False)),
+                {"memory": "80 GiB"},
+            ),
+        ),
+    ),
+).with_computed_class()
+ALLOC = Allocation(
+    id="a1",
+    name="web.g[0]",
+    node_id="n1",
+    job_id="web",
+    task_group="g",
+    allocated_resources=AllocatedResources(
+        250, 128, 0, (AllocatedDevice("nvidia", "gpu", "A100", ("g0",)),)
+    ),
+    reschedule_events=(RescheduleEvent(5, "a0", "n0"),),
+)
+EVAL = Evaluation(
+    id="e1",
+    job_id="web",
+    failed_tg_allocs={"g": AllocMetric(nodes_evaluated=3, dimension_exhausted={"cpu": 2})},
+    class_eligibility={"v1:1": True},
+    queued_allocations={"g": 2},
+    plan_annotations=PlanAnnotations({"g": DesiredUpdates(place=3)}),
+)
+PLAN = Plan(eval_id="e1", node_update={"n1": (ALLOC,)}, node_allocation={"n1": (ALLOC,)})
+SAMPLES = [
+    JOB,
+    NODE,
+    ALLOC,
+    EVAL,
+    PLAN,
+    PlanResult(
+        node_allocation={"n1": (ALLOC,)},
+        rejected_nodes=(RejectedNode("n2", "cpu exhausted"),),
+        refresh_index=9,
+    ),
+    PlanSubmission(PLAN, "reply", 2, (EVAL,)),
+    EvalDelivery(EVAL, "token", 7),
+]
+
+
+@pytest.mark.parametrize("record", SAMPLES, ids=lambda r: type(r).__name__)
+def test_fast_and_validating_decoders_agree(record: object) -> None:
+    wire = orjson.loads(orjson.dumps(to_wire(record)))
+    fast = fast_decoder(type(record), True)(wire)
+    slow = _decoder_for_type(type(record))(wire, "$", "error")
+    assert fast == slow == record
+
+
+def test_fast_path_declines_bad_input_and_the_error_names_the_path() -> None:
+    wire = orjson.loads(orjson.dumps(to_wire(JOB)))
+    wire["TaskGroups"][0]["Tasks"][0]["Resources"]["CPU"] = "lots"
+    with pytest.raises(Slow):
+        fast_decoder(Job, True)(wire)
+    with pytest.raises(
+        CodecError, match=r"\$\.TaskGroups\[0\]\.Tasks\[0\]\.Resources\.CPU: expected an integer"
+    ):
+        from_wire(Job, wire)
+
+
+def test_unknown_fields_are_refused_only_in_strict_mode() -> None:
+    wire = orjson.loads(orjson.dumps(to_wire(ALLOC))) | {"Extra": 1}
+    with pytest.raises(CodecError, match=r"\$\.Extra: unknown field"):
+        from_wire(Allocation, wire)
+    assert from_wire(Allocation, wire, unknown="ignore") == ALLOC
+
+
+def test_missing_fields_take_defaults_and_nulls_mean_default() -> None:
+    decoded = from_wire(Allocation, {"ID": "x", "NodeID": None})
+    assert decoded == dataclasses.replace(Allocation(id="x"))
+    with pytest.raises(CodecError, match=r"\$\.ID: required field is missing"):
+        from_wire(Allocation, {"Name": "x"})
