@@ -59,6 +59,7 @@ class LeaderStats:
     rejected_nodes: int = 0
     stale_plans: int = 0
     requests: int = 0
+    placed: int = 0  # new allocations committed by plans
 
 
 class LeaderService:
@@ -208,10 +209,17 @@ class LeaderService:
         if change is None:
             return PlanResponse(plan.eval_id, submission.attempt, result)
         fence = Fence(plan.eval_id, plan.eval_token) if plan.eval_token else None
+        fresh = sum(
+            1
+            for allocs in result.node_allocation.values()
+            for alloc in allocs
+            if self.store.alloc(alloc.id) is None
+        )
         index = self._commit([change], fence)
         if index is None:
             self.stats.stale_plans += 1
             return PlanResponse(plan.eval_id, submission.attempt, PlanResult(), error=STALE_TOKEN)
+        self.stats.placed += fresh
         refresh = max(result.refresh_index, index) if result.refresh_index else 0
         committed = PlanResult(
             node_update=result.node_update,

@@ -1,0 +1,116 @@
+"""End-to-end scheduling throughput through the actors: `python -m bench.pipeline`.
+
+The workload of `bench.core` (jobs of `--count` allocations, half of them constrained to the
+linux half of `--nodes` simulated nodes) is first scheduled in-process (the core alone, the
+ratio's denominator), then through the running system: a leader, a broker, `--workers`
+scheduler workers and one simulated agent over Redis streams on a local Ray. The clock runs
+from the first job submission until every allocation is committed at the leader. Prints one
+JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import orjson
+import ray
+
+from actors.agent.core import FleetSpec
+from bench.core import make_job
+from bench.core import run as run_inprocess
+from launch.system import DroverSystem, SystemConfig
+
+
+def _fleet(nodes: int) -> list[FleetSpec]:
+    """bench.core's cluster: half linux, half windows, 4,000 MHz and 16 GiB each."""
+    half = nodes // 2
+    common = {"cpu_mhz": 4000, "memory_mb": 16384, "disk_mb": 100_000}
+    return [
+        FleetSpec(name="linux", count=nodes - half, attributes={"kernel.name": "linux"}, **common),  # type: ignore[arg-type]
+        FleetSpec(name="windows", count=half, attributes={"kernel.name": "windows"}, **common),  # type: ignore[arg-type]
+    ]
+
+
+def _overcommitted(leader: Any) -> int:
+    nodes = {n.id: n for n in ray.get(leader.nodes.remote())}
+    used: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for alloc in ray.get(leader.allocs.remote()):
+        if not alloc.terminal():
+            used[alloc.node_id][0] += alloc.allocated_resources.cpu
+            used[alloc.node_id][1] += alloc.allocated_resources.memory_mb
+    return sum(
+        1
+        for node_id, (cpu, mem) in used.items()
+        if cpu > nodes[node_id].node_resources.cpu or mem > nodes[node_id].node_resources.memory_mb
+    )
+
+
+def run(nodes: int, jobs: int, count: int, workers: int, timeout_s: float) -> dict[str, Any]:
+    inprocess = run_inprocess(nodes, jobs, count)
+    config = SystemConfig(
+        data_dir=Path(tempfile.mkdtemp(prefix="drover-bench-")),
+        workers=workers,
+        num_cpus=max(2, workers),
+        fleets=_fleet(nodes),
+        heartbeat_ttl_s=120.0,  # the bench measures scheduling, not failure detection
+        heartbeat_s=10.0,
+    )
+    with DroverSystem(config) as system:
+        client = system.client()
+        leader = system.leader
+        expected = jobs * count
+        while len(ray.get(leader.nodes.remote())) < nodes:
+            time.sleep(0.2)
+        started = time.perf_counter()
+        for i in range(jobs):
+            client.run_job(make_job(i, count))
+        placed = 0
+        deadline = started + timeout_s
+        while time.perf_counter() < deadline:
+            placed = ray.get(leader.stats.remote())["placed"]
+            if placed >= expected:
+                break
+            time.sleep(0.2)  # polling costs the leader and this process CPU
+        seconds = time.perf_counter() - started
+        stats = ray.get(leader.stats.remote())
+        worker_stats = ray.get([w.stats.remote() for w in system.workers])
+        overcommitted = _overcommitted(leader)
+    pipeline_rate = placed / seconds if seconds else 0.0
+    return {
+        "bench": "pipeline",
+        "nodes": nodes,
+        "jobs": jobs,
+        "count": count,
+        "workers": workers,
+        "placements": placed,
+        "seconds": round(seconds, 3),
+        "placements_per_s": round(pipeline_rate, 1),
+        "inprocess_placements_per_s": inprocess["placements_per_s"],
+        "ratio": round(pipeline_rate / inprocess["placements_per_s"], 3),
+        "plans": stats["plans"],
+        "partial_rejections": stats["partial_plans"],
+        "rejected_nodes": stats["rejected_nodes"],
+        "worker_refreshes": sum(w["refreshes"] for w in worker_stats),
+        "overcommitted_nodes": overcommitted,
+        "complete": placed >= expected,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--jobs", type=int, default=100)
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=300.0)
+    args = parser.parse_args(argv)
+    print(orjson.dumps(run(args.nodes, args.jobs, args.count, args.workers, args.timeout)).decode())
+
+
+if __name__ == "__main__":
+    main()
