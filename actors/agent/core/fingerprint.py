@@ -34,7 +34,7 @@ class FleetSpec:
     count: int
     cpu_mhz: int
     memory_mb: int
-    disk_mb: int
+    disk_mb: int = 50_000
     gpus: int = 0
     gpu_model: str = ""
     gpu_memory: str = ""  # e.g. "80 GiB": the `memory` device attribute constraints read
