@@ -143,9 +143,7 @@ def _compile(cls: type, strict: bool) -> Callable[[Any], Any]:
             default = "_bad()"  # required and missing: let the slow path name it
         if direct:
             env[f"set_{f.name}"] = cls.__dict__[f.name].__set__
-            lines.append(
-                f"    set_{f.name}(obj, {default} if x is _M or x is None else {value})"
-            )
+            lines.append(f"    set_{f.name}(obj, {default} if x is _M or x is None else {value})")
         else:
             lines.append(f"    kw[{f.name!r}] = {default} if x is _M or x is None else {value}")
     lines.append("    return obj" if direct else "    return cls(**kw)")

@@ -26,10 +26,10 @@ from typing import Any
 from actors.state.cow import CowMap, CowMultiMap, FrozenMap, FrozenMultiMap, str_hash
 from actors.state.job_status import JobActivity, compute_job_status
 from actors.state.reader import JobKey, TableReader
-from actors.state.records import replacer
 from actors.state.usage import NodeUsage, UsageTable
 from actors.state.versions import add_version, replace_version
 from contracts.allocation import Allocation, ClientStatus
+from contracts.copying import replacer
 from contracts.evaluation import EvalStatus, Evaluation
 from contracts.job import Job
 from contracts.node import Node

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from actors.state.cow import CowMap, FrozenMap, str_hash
-from actors.state.records import replacer
 from contracts.allocation import Allocation
+from contracts.copying import replacer
 
 
 @dataclass(frozen=True, slots=True)

@@ -161,3 +161,40 @@ def test_missing_fields_take_defaults_and_nulls_mean_default() -> None:
     assert decoded == dataclasses.replace(Allocation(id="x"))
     with pytest.raises(CodecError, match=r"\$\.ID: required field is missing"):
         from_wire(Allocation, {"Name": "x"})
+
+
+def test_compact_alloc_entries_round_trip_mixed_groups() -> None:
+    from contracts.state_log import LogEntry, UpsertAllocs, decode_entry, encode_entry
+
+    stopped = dataclasses.replace(ALLOC, id="a2", desired_status="stop", create_index=4)
+    placed = [
+        dataclasses.replace(ALLOC, id=f"p{i}", name=f"web.g[{i}]", node_id=f"n{i}")
+        for i in range(5)
+    ]
+    entry = LogEntry(9, 2, UpsertAllocs((stopped, *placed, ALLOC), evals=(EVAL,)))
+    raw = encode_entry(entry)
+    assert len(orjson.loads(raw)["Change"]["AllocGroups"]) == 2
+    assert decode_entry(raw) == entry
+
+
+def test_compact_alloc_rows_are_validated_with_their_path() -> None:
+    from contracts.state_log import LogEntry, UpsertAllocs, decode_entry, encode_entry
+
+    data = orjson.loads(encode_entry(LogEntry(1, 0, UpsertAllocs((ALLOC,)))))
+    data["Change"]["AllocGroups"][0]["Rows"][0][6] = "seven"
+    with pytest.raises(
+        CodecError, match=r"\$\.Change\.AllocGroups\[0\]\.Rows\[0\]: expected \[id, name"
+    ):
+        decode_entry(orjson.dumps(data))
+    data["Change"]["AllocGroups"][0]["Shared"]["JobVersion"] = "x"
+    with pytest.raises(
+        CodecError, match=r"AllocGroups\[0\]\.Shared\.JobVersion: expected an integer"
+    ):
+        decode_entry(orjson.dumps(data))
+
+
+def test_plain_alloc_entries_are_still_accepted() -> None:
+    from contracts.state_log import decode_entry
+
+    plain = {"Index": 3, "Term": 1, "Type": "UpsertAllocs", "Change": {"Allocs": [to_wire(ALLOC)]}}
+    assert decode_entry(orjson.dumps(plain)).change.allocs == (ALLOC,)  # type: ignore[union-attr]

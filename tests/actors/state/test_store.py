@@ -537,7 +537,7 @@ def test_node_usage_is_maintained_incrementally(ops: list[tuple[Any, ...]]) -> N
 
 
 def test_replacer_matches_dataclasses_replace() -> None:
-    from actors.state.records import replacer
+    from contracts.copying import replacer
 
     alloc = make_alloc("a1", devices=("g0",), client_status=ClientStatus.RUNNING)
     stamp = replacer(Allocation, "create_index", "modify_index", "alloc_modify_index")
@@ -551,7 +551,7 @@ def test_replacer_matches_dataclasses_replace() -> None:
 
 
 def test_replacer_falls_back_to_the_constructor() -> None:
-    from actors.state.records import replacer
+    from contracts.copying import replacer
 
     @dataclasses.dataclass(frozen=True)
     class Plain:

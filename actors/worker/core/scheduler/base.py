@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from actors.state.records import replacer
 from actors.worker.core.scheduler.context import EvalContext, PlanBuilder
 from actors.worker.core.scheduler.planner import Planner
 from actors.worker.core.scheduler.select import RankedOption
@@ -26,6 +25,7 @@ from contracts import (
     PlanResult,
     TriggeredBy,
 )
+from contracts.copying import replacer
 from contracts.evaluation import PlanAnnotations
 
 if TYPE_CHECKING:
