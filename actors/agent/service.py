@@ -31,6 +31,8 @@ from contracts.state_log import LogEntry, UpdateAllocsClientStatus, UpsertAllocs
 
 log = logging.getLogger(__name__)
 
+SWEEP_INTERVAL_S = 5.0
+
 
 class AgentService:
     def __init__(
@@ -73,13 +75,19 @@ class AgentService:
     def run(self, stop: threading.Event) -> None:
         tail = threading.Thread(target=self.replica.run, args=(stop, 100), daemon=True)
         tail.start()
-        next_beat = 0.0
+        next_beat = next_sweep = 0.0
         while not stop.is_set():
             try:
                 now = self.clock()
                 if now >= next_beat:
                     self.heartbeat()
                     next_beat = now + self.heartbeat_s
+                if now >= next_sweep:
+                    # Runners whose final status is committed are dropped; this scans them
+                    # all, so it runs on a timer, never per log entry.
+                    with self.lock:
+                        self.core.forget_terminal()
+                    next_sweep = now + SWEEP_INTERVAL_S
                 self.report()
             except redis.ConnectionError:
                 if stop.is_set():
@@ -114,7 +122,6 @@ class AgentService:
         if mine:
             with self.lock:
                 self.core.apply_allocs(mine, store.job_version)
-                self.core.forget_terminal()
 
     def _send(self, request: LeaderRequest) -> None:
         self.bus.publish(self.names.requests, [("LeaderRequest", request)])
