@@ -90,6 +90,9 @@ class AllocClientUpdate:
     client_status: ClientStatus
     client_description: str = ""
     modify_time: int = 0
+    # The allocation's node, so that followers that keep no allocations (the broker) can
+    # tell which node class just gained room.
+    node_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,8 +238,11 @@ def _expand_allocs(wire: Any, path: str) -> UpsertAllocs:
 _ENTRY_KEYS = ("Index", "Term", "Type", "Change")
 
 
-def decode_entry(raw: bytes | str) -> LogEntry:
-    """Parse and validate an entry; raises CodecError naming the JSON path of a bad field."""
+def decode_entry(raw: bytes | str, *, skip_allocs: bool = False) -> LogEntry:
+    """Parse and validate an entry; raises CodecError naming the JSON path of a bad field.
+
+    skip_allocs: leave out UpsertAllocs' allocation records (their evaluations are kept),
+    for followers that do not track allocations and should not pay to decode them."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -257,7 +263,12 @@ def decode_entry(raw: bytes | str) -> LogEntry:
     index = from_wire(int, data["Index"], "$.Index")
     term = from_wire(int, data["Term"], "$.Term")
     change: StateChange
-    if cls is UpsertAllocs and isinstance(data["Change"], dict) and "AllocGroups" in data["Change"]:
+    if cls is UpsertAllocs and skip_allocs and isinstance(data["Change"], dict):
+        evals = from_wire(tuple[Evaluation, ...], data["Change"].get("Evals"), "$.Change.Evals")
+        change = UpsertAllocs(allocs=(), evals=evals)
+    elif (
+        cls is UpsertAllocs and isinstance(data["Change"], dict) and "AllocGroups" in data["Change"]
+    ):
         change = _expand_allocs(data["Change"], "$.Change")
     else:
         change = from_wire(cls, data["Change"], "$.Change")

@@ -25,9 +25,9 @@ from actors.runtime.replica import LogReplica
 from actors.state import StateStore
 from actors.streams import StreamBus
 from actors.streams.names import StreamNames
-from contracts import Node
+from contracts import CLIENT_TERMINAL, Node
 from contracts.messages import LeaderRequest, RequestKind
-from contracts.state_log import LogEntry, UpdateAllocsClientStatus, UpsertAllocs
+from contracts.state_log import LogEntry, UpdateAllocsClientStatus, UpsertAllocs, UpsertEvals
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +59,11 @@ class AgentService:
         self.tick_s = tick_s
         self.clock = clock
         self.lock = threading.Lock()
-        self.replica = LogReplica(client, names, store=StateStore(), listener=self._on_entry)
+        # The agent needs job versions (to find tasks) from its store; allocation records go
+        # straight from the log to the client core, so the store skips them.
+        self.replica = LogReplica(
+            client, names, store=StateStore(), listener=self._on_entry, reduce=_without_allocs
+        )
         self.stats = {"updates": 0, "heartbeats": 0}
 
     def start(self) -> None:
@@ -108,20 +112,31 @@ class AgentService:
         return len(updates)
 
     def _on_entry(self, entry: LogEntry, store: StateStore) -> None:
-        """Allocation records for our nodes, as committed: placements and stops to act on,
-        and our own reports coming back (which lets finished runners be forgotten)."""
+        """Allocation records for our nodes, as committed: placements and stops to act on;
+        and our own reports coming back, which lets finished runners be forgotten."""
         change = entry.change
-        if isinstance(change, UpsertAllocs):
-            ids = [a.id for a in change.allocs]
-        elif isinstance(change, UpdateAllocsClientStatus):
-            ids = [u.alloc_id for u in change.updates]
-        else:
-            return
         node_ids = self.core.node_ids
-        mine = [a for i in ids if (a := store.alloc(i)) is not None and a.node_id in node_ids]
-        if mine:
-            with self.lock:
-                self.core.apply_allocs(mine, store.job_version)
+        if isinstance(change, UpsertAllocs):
+            mine = [a for a in change.allocs if a.node_id in node_ids]
+            if mine:
+                with self.lock:
+                    self.core.apply_allocs(mine, store.job_version)
+        elif isinstance(change, UpdateAllocsClientStatus):
+            done = [u.alloc_id for u in change.updates if u.client_status in CLIENT_TERMINAL]
+            if done:
+                with self.lock:
+                    self.core.acknowledge(done)
 
     def _send(self, request: LeaderRequest) -> None:
         self.bus.publish(self.names.requests, [("LeaderRequest", request)])
+
+
+def _without_allocs(entry: LogEntry) -> LogEntry:
+    """What the agent's store keeps of an entry: everything but allocation records (their
+    evaluations stay, so indexes and eval state match the leader's)."""
+    change = entry.change
+    if isinstance(change, UpsertAllocs):
+        return LogEntry(entry.index, entry.term, UpsertEvals(change.evals))
+    if isinstance(change, UpdateAllocsClientStatus):
+        return LogEntry(entry.index, entry.term, UpsertEvals(()))
+    return entry

@@ -20,6 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from functools import partial
 
 import redis
 
@@ -34,7 +35,7 @@ from actors.streams.envelope import encode_message, registry_of
 from actors.streams.names import BROKER_GROUP, StreamNames
 from contracts import Evaluation
 from contracts.messages import AckOutcome, EvalAck, EvalDelivery, LeaderRequest, RequestKind
-from contracts.state_log import LogEntry
+from contracts.state_log import LogEntry, decode_entry
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +65,14 @@ class BrokerService:
             self.broker, self.blocked, new_id=lambda: str(uuid.uuid4()), now_ns=time.time_ns
         )
         self.lock = threading.RLock()  # the replica thread and the loop share the cores
-        self.replica = LogReplica(client, names, store=StateStore(), listener=self._on_entry)
+        # The broker follows evals and nodes; allocations are never decoded here.
+        self.replica = LogReplica(
+            client,
+            names,
+            store=StateStore(),
+            listener=self._on_entry,
+            decode=partial(decode_entry, skip_allocs=True),
+        )
         self._writes: list[Evaluation] = []
         self.stats = {"delivered": 0, "acked": 0, "nacked": 0, "stale_acks": 0}
         self._acks = GroupConsumer(

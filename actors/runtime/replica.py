@@ -18,6 +18,8 @@ from actors.streams.names import StreamNames
 from contracts.state_log import LogEntry, decode_entry
 
 EntryListener = Callable[[LogEntry, StateStore], None]
+EntryDecoder = Callable[[bytes], LogEntry]
+EntryReducer = Callable[[LogEntry], LogEntry]
 
 
 class LogReplica:
@@ -28,11 +30,18 @@ class LogReplica:
         *,
         store: StateStore | None = None,
         listener: EntryListener | None = None,
+        decode: EntryDecoder = decode_entry,
+        reduce: EntryReducer | None = None,
     ) -> None:
+        """decode: how entries are read (a follower may skip what it never looks at);
+        reduce: what of an entry goes into the local store (the listener still sees it
+        whole). Both let followers that need a slice of the state avoid paying for all of it."""
         self.client = client
         self.names = names
         self.store = store or StateStore()
         self.listener = listener
+        self.decode = decode
+        self.reduce = reduce
         self._applied = threading.Condition()
 
     @property
@@ -47,10 +56,10 @@ class LogReplica:
         applied = 0
         for _stream, rows in reply or ():
             for _id, fields in rows:
-                entry = decode_entry(fields[b"e"])
+                entry = self.decode(fields[b"e"])
                 if entry.index <= self.store.latest_index():
                     continue
-                self.store.apply(entry)
+                self.store.apply(self.reduce(entry) if self.reduce else entry)
                 if self.listener is not None:
                     self.listener(entry, self.store)
                 applied += 1

@@ -149,7 +149,9 @@ class AllocRunner:
         if self._abandoned or current == self._reported:
             return None
         self._reported = current
-        return AllocClientUpdate(self.alloc.id, self.status, self.description, int(now * 1e9))
+        return AllocClientUpdate(
+            self.alloc.id, self.status, self.description, int(now * 1e9), self.alloc.node_id
+        )
 
     def _problems(self, group: TaskGroup | None) -> list[str]:
         a = self.alloc

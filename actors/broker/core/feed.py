@@ -68,8 +68,11 @@ class BrokerFeed:
             for update in change.updates:
                 if update.client_status not in _TERMINAL_CLIENT:
                     continue
-                alloc = state.alloc(update.alloc_id)
-                host = state.node(alloc.node_id) if alloc else None
+                node_id = update.node_id
+                if not node_id:
+                    alloc = state.alloc(update.alloc_id)
+                    node_id = alloc.node_id if alloc else ""
+                host = state.node(node_id) if node_id else None
                 if host is not None and host.computed_class not in classes:
                     classes.add(host.computed_class)
                     writes += self._release(self.blocked.unblock(host.computed_class, entry.index))

@@ -77,7 +77,7 @@ def test_runs_only_its_own_nodes_allocs_in_batches() -> None:
     assert len(c) == 2 and c.status("x") is None
     first = c.tick(0.0)
     assert statuses(first) == {"a1": ClientStatus.RUNNING, "a2": ClientStatus.RUNNING}
-    assert first[0] == AllocClientUpdate("a1", ClientStatus.RUNNING, RUNNING_DESCRIPTION, 0)
+    assert first[0] == AllocClientUpdate("a1", ClientStatus.RUNNING, RUNNING_DESCRIPTION, 0, "n1")
     assert c.running_count() == 2
     assert c.tick(5.0) == []
     assert statuses(c.tick(10.0)) == {"a1": ClientStatus.COMPLETE, "a2": ClientStatus.COMPLETE}
@@ -144,7 +144,7 @@ def test_desired_stop_from_a_new_record() -> None:
     c.tick(0.0)
     c.apply_allocs([alloc("a1", desired_status=DesiredStatus.STOP)], lookup())
     assert c.tick(1.0) == [
-        AllocClientUpdate("a1", ClientStatus.COMPLETE, STOPPED_DESCRIPTION, 10**9)
+        AllocClientUpdate("a1", ClientStatus.COMPLETE, STOPPED_DESCRIPTION, 10**9, "n1")
     ]
 
 

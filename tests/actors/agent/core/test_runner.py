@@ -73,7 +73,7 @@ def runner(
 
 
 def update(status: ClientStatus, description: str, now: float) -> AllocClientUpdate:
-    return AllocClientUpdate("a1", status, description, int(now * 1e9))
+    return AllocClientUpdate("a1", status, description, int(now * 1e9), "n1")
 
 
 def test_pending_running_complete() -> None:
