@@ -81,10 +81,30 @@ class PlanSubmission:
 
 @dataclass(frozen=True, slots=True)
 class PlanResponse:
+    """The leader's verdict. Lean (the usual case): `result` carries only the rejected nodes
+    and indexes, because what committed is exactly the plan minus those nodes (nothing, for
+    an all-at-once plan with a rejection); `committed(plan)` rebuilds the full result, so
+    a worker never decodes its own allocations back."""
+
     eval_id: str
     attempt: int
     result: PlanResult
     error: str = ""
+    lean: bool = False
+
+    def committed(self, plan: Plan) -> PlanResult:
+        if not self.lean:
+            return self.result
+        rejected = {r.node_id for r in self.result.rejected_nodes}
+        if plan.all_at_once and rejected:
+            return self.result
+        return PlanResult(
+            node_update={n: a for n, a in plan.node_update.items() if n not in rejected},
+            node_allocation={n: a for n, a in plan.node_allocation.items() if n not in rejected},
+            rejected_nodes=self.result.rejected_nodes,
+            refresh_index=self.result.refresh_index,
+            alloc_index=self.result.alloc_index,
+        )
 
 
 # -- requests to the leader --------------------------------------------------------------------

@@ -229,8 +229,11 @@ class LeaderService:
         if result.rejected_nodes:
             self.stats.partial_plans += 1
             self.stats.rejected_nodes += len(result.rejected_nodes)
-        if change is None:
-            return PlanResponse(plan.eval_id, submission.attempt, result)
+        if change is None:  # nothing fit (or a no-op): nothing committed
+            nothing = PlanResult(
+                rejected_nodes=result.rejected_nodes, refresh_index=result.refresh_index
+            )
+            return PlanResponse(plan.eval_id, submission.attempt, nothing)
         fence = Fence(plan.eval_id, plan.eval_token) if plan.eval_token else None
         fresh = sum(
             1
@@ -244,14 +247,10 @@ class LeaderService:
             return PlanResponse(plan.eval_id, submission.attempt, PlanResult(), error=STALE_TOKEN)
         self.stats.placed += fresh
         refresh = max(result.refresh_index, index) if result.refresh_index else 0
-        committed = PlanResult(
-            node_update=result.node_update,
-            node_allocation=result.node_allocation,
-            rejected_nodes=result.rejected_nodes,
-            refresh_index=refresh,
-            alloc_index=index,
+        verdict = PlanResult(
+            rejected_nodes=result.rejected_nodes, refresh_index=refresh, alloc_index=index
         )
-        return PlanResponse(plan.eval_id, submission.attempt, committed)
+        return PlanResponse(plan.eval_id, submission.attempt, verdict, lean=True)
 
     def _commit(
         self, changes: Sequence[StateChange], fence: Fence | None = None, request_id: str = ""

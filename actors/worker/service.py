@@ -113,7 +113,7 @@ class StreamPlanner:
         assert isinstance(response, PlanResponse)
         if response.error:
             raise StaleDelivery(response.error)
-        result = response.result
+        result = response.committed(plan)
         worker.stats["plans"] += 1
         if result.rejected_nodes:
             worker.stats["partial_plans"] += 1

@@ -1,0 +1,46 @@
+"""PlanResponse: a lean verdict rebuilds exactly what the leader committed."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from contracts import Allocation, Plan, PlanResult, RejectedNode
+from contracts.messages import PlanResponse
+
+A = Allocation(id="a", node_id="n1")
+B = Allocation(id="b", node_id="n2")
+STOP = Allocation(id="s", node_id="n2")
+PLAN = Plan(eval_id="e", node_allocation={"n1": (A,), "n2": (B,)}, node_update={"n2": (STOP,)})
+
+
+def lean(*rejected: str) -> PlanResponse:
+    verdict = PlanResult(
+        rejected_nodes=tuple(RejectedNode(n, "cpu exhausted") for n in rejected),
+        refresh_index=9 if rejected else 0,
+        alloc_index=8,
+    )
+    return PlanResponse("e", 1, verdict, lean=True)
+
+
+def test_full_commit_is_the_whole_plan() -> None:
+    result = lean().committed(PLAN)
+    assert result.node_allocation == PLAN.node_allocation
+    assert result.node_update == PLAN.node_update
+    assert result.full_commit(PLAN)[0] and result.alloc_index == 8
+
+
+def test_partial_commit_drops_exactly_the_rejected_nodes() -> None:
+    result = lean("n2").committed(PLAN)
+    assert result.node_allocation == {"n1": (A,)} and result.node_update == {}
+    assert result.refresh_index == 9 and not result.full_commit(PLAN)[0]
+
+
+def test_all_at_once_with_a_rejection_commits_nothing() -> None:
+    plan = dataclasses.replace(PLAN, all_at_once=True)
+    result = lean("n2").committed(plan)
+    assert result.node_allocation == {} and result.node_update == {}
+
+
+def test_full_responses_are_returned_as_they_are() -> None:
+    full = PlanResult(node_allocation={"n1": (A,)}, alloc_index=3)
+    assert PlanResponse("e", 1, full).committed(PLAN) is full
