@@ -74,6 +74,26 @@ def _jsonable(value: Any) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
+# Custom wire forms: a record may register its own encoder and decoder (e.g. Plan sends its
+# allocations in the compact batch form); everything else about the codec applies around it.
+
+WireEncoder = Callable[[Any], Any]
+WireDecoder = Callable[[Any, str], Any]
+_custom: dict[type, tuple[WireEncoder, WireDecoder]] = {}
+
+
+def register_wire_form(cls: type, encode: WireEncoder, decode: WireDecoder) -> None:
+    """`decode(data, path)` must raise CodecError naming the path of anything bad."""
+    _custom[cls] = (encode, decode)
+    _encoders.pop(cls, None)
+
+
+def custom_decoder(cls: type) -> WireDecoder | None:
+    entry = _custom.get(cls)
+    return entry[1] if entry else None
+
+
+# ---------------------------------------------------------------------------------------------
 # Encoding
 
 
@@ -95,6 +115,13 @@ def to_wire(value: Any) -> Any:
 
 
 def _encoder_for_class(cls: type) -> Encoder:
+    custom = _custom.get(cls)
+    if custom is not None:
+        return custom[0]
+    return generic_encoder(cls)
+
+
+def generic_encoder(cls: type) -> Encoder:
     """A generated function building the record's dict in one literal: plain fields are
     copied as they are (orjson serialises str-valued enums itself), others go through their
     compiled encoders."""
@@ -188,10 +215,14 @@ def from_wire(tp: type[T], data: Any, path: str = "$", unknown: Unknown = "error
     Records take the generated fast path first (contracts/fast_decode.py); anything it does
     not like is decoded again here, slowly, so that the error names its path."""
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        custom = _custom.get(tp)
+        if custom is not None:
+            decoded_custom: T = custom[1](data, path)
+            return decoded_custom
         try:
             fast: T = fast_decoder(tp, unknown == "error")(data)
             return fast
-        except Exception:
+        except Exception:  # any surprise: the validating path explains it
             pass
     decoded: T = _decoder_for_type(tp)(data, path, unknown)
     return decoded
@@ -312,9 +343,17 @@ class _LazyClassDecoder:
         self.compiled: Decoder | None = None
 
     def __call__(self, value: Any, path: str, unknown: Unknown) -> Any:
+        custom = _custom.get(self.cls)
+        if custom is not None:
+            return custom[1](value, path)
         if self.compiled is None:
             self.compiled = _compile_class_decoder(self.cls)
         return self.compiled(value, path, unknown)
+
+
+def generic_decoder(cls: type) -> Decoder:
+    """The validating decoder of a record's own fields, ignoring any custom wire form."""
+    return _compile_class_decoder(cls)
 
 
 def _compile_class_decoder(cls: type) -> Decoder:

@@ -114,7 +114,11 @@ class _Lazy:
 
 
 def _compile(cls: type, strict: bool) -> Callable[[Any], Any]:
-    from contracts.codec import field_json_name
+    from contracts.codec import custom_decoder, field_json_name
+
+    custom = custom_decoder(cls)
+    if custom is not None:
+        return lambda value: custom(value, "$")
 
     hints = typing.get_type_hints(cls)
     fields = [f for f in dataclasses.fields(cls) if f.init and not f.metadata.get("internal")]

@@ -9,15 +9,14 @@ Wire form: `{"Index": 7, "Term": 1, "Type": "UpsertAllocs", "Change": {...Pascal
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 import orjson
 
+from contracts.alloc_batch import compact_allocs, expand_allocs
 from contracts.allocation import Allocation, ClientStatus
-from contracts.codec import CodecError, describe, from_wire, json_name, to_wire
-from contracts.copying import replacer
+from contracts.codec import CodecError, describe, from_wire, to_wire
 from contracts.evaluation import Evaluation
 from contracts.job import Job
 from contracts.node import Node
@@ -157,52 +156,8 @@ def encode_entry(entry: LogEntry) -> bytes:
     return orjson.dumps(data)
 
 
-# -- the compact form of UpsertAllocs ---------------------------------------------------------
-#
-# A committed plan's allocations share almost everything (namespace, eval, job, version,
-# group, statuses, usually their resources), and every replica decodes every entry, so the
-# log stores them grouped: the shared fields once per group ("Shared"), and per allocation
-# only the fields that differ ("Rows", in ROW_FIELDS order). Decoding copies the group's
-# prototype with each row's values, several times cheaper than building every record from
-# its JSON. The plain form ({"Allocs": [...]}) is still accepted.
-
-ROW_FIELDS = (
-    "id",
-    "name",
-    "node_id",
-    "node_name",
-    "previous_allocation",
-    "next_allocation",
-    "create_index",
-    "modify_index",
-    "alloc_modify_index",
-    "create_time",
-    "modify_time",
-)
-_ROW_TYPES = (str, str, str, str, str, str, int, int, int, int, int)
-_SHARED_FIELDS = tuple(f.name for f in dataclasses.fields(Allocation) if f.name not in ROW_FIELDS)
-_from_row = replacer(Allocation, *ROW_FIELDS)
-
-
 def _compact_allocs(change: UpsertAllocs) -> dict[str, Any]:
-    groups: dict[tuple[Any, ...], tuple[Allocation, list[list[Any]]]] = {}
-    for alloc in change.allocs:
-        key = tuple(getattr(alloc, name) for name in _SHARED_FIELDS)
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = (alloc, [])
-        group[1].append([getattr(alloc, name) for name in ROW_FIELDS])
-    shared_keys = {json_name(name) for name in _SHARED_FIELDS}
-    return {
-        "AllocGroups": [
-            {
-                "Shared": {k: v for k, v in to_wire(first).items() if k in shared_keys},
-                "Rows": rows,
-            }
-            for first, rows in groups.values()
-        ],
-        "Evals": to_wire(change.evals),
-    }
+    return {"AllocGroups": compact_allocs(change.allocs), "Evals": to_wire(change.evals)}
 
 
 def _expand_allocs(wire: Any, path: str) -> UpsertAllocs:
@@ -211,32 +166,9 @@ def _expand_allocs(wire: Any, path: str) -> UpsertAllocs:
     for key in wire:
         if key not in ("AllocGroups", "Evals"):
             raise CodecError(f"{path}.{key}", "unknown field")
-    groups = wire.get("AllocGroups")
-    if not isinstance(groups, list):
-        raise CodecError(f"{path}.AllocGroups", f"expected a list, got {describe(groups)}")
-    allocs: list[Allocation] = []
-    for g, group in enumerate(groups):
-        where = f"{path}.AllocGroups[{g}]"
-        if not isinstance(group, dict) or set(group) != {"Shared", "Rows"}:
-            raise CodecError(where, "expected an object with Shared and Rows")
-        proto = from_wire(Allocation, {**group["Shared"], "ID": ""}, f"{where}.Shared")
-        rows = group["Rows"]
-        if not isinstance(rows, list):
-            raise CodecError(f"{where}.Rows", f"expected a list, got {describe(rows)}")
-        for r, row in enumerate(rows):
-            if (
-                type(row) is not list
-                or len(row) != len(ROW_FIELDS)
-                or not all(type(v) is t for v, t in zip(row, _ROW_TYPES, strict=True))
-            ):
-                raise CodecError(
-                    f"{where}.Rows[{r}]",
-                    f"expected [{', '.join(ROW_FIELDS)}] with string ids and integer "
-                    f"indexes and times, got {describe(row)}",
-                )
-            allocs.append(_from_row(proto, *row))
+    allocs = expand_allocs(wire.get("AllocGroups"), f"{path}.AllocGroups")
     evals = from_wire(tuple[Evaluation, ...], wire.get("Evals"), f"{path}.Evals")
-    return UpsertAllocs(allocs=tuple(allocs), evals=evals)
+    return UpsertAllocs(allocs=allocs, evals=evals)
 
 
 _ENTRY_KEYS = ("Index", "Term", "Type", "Change")

@@ -44,3 +44,20 @@ def test_all_at_once_with_a_rejection_commits_nothing() -> None:
 def test_full_responses_are_returned_as_they_are() -> None:
     full = PlanResult(node_allocation={"n1": (A,)}, alloc_index=3)
     assert PlanResponse("e", 1, full).committed(PLAN) is full
+
+
+def test_plans_travel_in_the_compact_form_and_round_trip() -> None:
+    import orjson
+    import pytest
+
+    from contracts import CodecError, dumps, loads, to_wire
+
+    wire = orjson.loads(dumps(PLAN))
+    assert isinstance(wire["NodeAllocation"], list) and "Shared" in wire["NodeAllocation"][0]
+    assert loads(Plan, dumps(PLAN)) == PLAN
+    plain = to_wire(dataclasses.replace(PLAN, node_update={}, node_allocation={}))
+    plain["NodeAllocation"] = {"n1": [to_wire(A)]}
+    assert loads(Plan, orjson.dumps(plain)).node_allocation == {"n1": (A,)}
+    wire["NodeAllocation"][0]["Rows"][0][0] = 5
+    with pytest.raises(CodecError, match=r"\$\.NodeAllocation\[0\]\.Rows\[0\]"):
+        loads(Plan, orjson.dumps(wire))

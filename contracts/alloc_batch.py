@@ -1,0 +1,79 @@
+"""The compact wire form of a batch of allocations.
+
+Allocations placed or stopped by one plan share almost everything (namespace, eval, job,
+version, group, statuses, usually their resources), and they cross the wire several times:
+worker -> leader in the plan, then leader -> every replica in the state log. So a batch is
+sent grouped: the shared fields once per group ("Shared"), and per allocation only the
+fields that differ ("Rows", in ROW_FIELDS order). Decoding copies the group's prototype with
+each row's values, several times cheaper than building every record from its JSON; rows and
+shared fields are validated and errors name their path.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+from contracts.allocation import Allocation
+from contracts.codec import CodecError, describe, from_wire, json_name, to_wire
+from contracts.copying import replacer
+
+ROW_FIELDS = (
+    "id",
+    "name",
+    "node_id",
+    "node_name",
+    "previous_allocation",
+    "next_allocation",
+    "create_index",
+    "modify_index",
+    "alloc_modify_index",
+    "create_time",
+    "modify_time",
+)
+_ROW_TYPES = (str, str, str, str, str, str, int, int, int, int, int)
+_SHARED_FIELDS = tuple(f.name for f in dataclasses.fields(Allocation) if f.name not in ROW_FIELDS)
+_SHARED_KEYS = frozenset(json_name(name) for name in _SHARED_FIELDS)
+_from_row = replacer(Allocation, *ROW_FIELDS)
+
+
+def compact_allocs(allocs: Iterable[Allocation]) -> list[dict[str, Any]]:
+    groups: dict[tuple[Any, ...], tuple[Allocation, list[list[Any]]]] = {}
+    for alloc in allocs:
+        key = tuple(getattr(alloc, name) for name in _SHARED_FIELDS)
+        group = groups.get(key)
+        if group is None:
+            group = groups[key] = (alloc, [])
+        group[1].append([getattr(alloc, name) for name in ROW_FIELDS])
+    return [
+        {"Shared": {k: v for k, v in to_wire(first).items() if k in _SHARED_KEYS}, "Rows": rows}
+        for first, rows in groups.values()
+    ]
+
+
+def expand_allocs(groups: Any, path: str) -> tuple[Allocation, ...]:
+    if not isinstance(groups, list):
+        raise CodecError(path, f"expected a list, got {describe(groups)}")
+    allocs: list[Allocation] = []
+    for g, group in enumerate(groups):
+        where = f"{path}[{g}]"
+        if not isinstance(group, dict) or set(group) != {"Shared", "Rows"}:
+            raise CodecError(where, "expected an object with Shared and Rows")
+        proto = from_wire(Allocation, {**group["Shared"], "ID": ""}, f"{where}.Shared")
+        rows = group["Rows"]
+        if not isinstance(rows, list):
+            raise CodecError(f"{where}.Rows", f"expected a list, got {describe(rows)}")
+        for r, row in enumerate(rows):
+            if (
+                type(row) is not list
+                or len(row) != len(ROW_FIELDS)
+                or not all(type(v) is t for v, t in zip(row, _ROW_TYPES, strict=True))
+            ):
+                raise CodecError(
+                    f"{where}.Rows[{r}]",
+                    f"expected [{', '.join(ROW_FIELDS)}] with string ids and integer "
+                    f"indexes and times, got {describe(row)}",
+                )
+            allocs.append(_from_row(proto, *row))
+    return tuple(allocs)
