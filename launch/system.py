@@ -214,58 +214,32 @@ class DroverClient:
         self.leader = leader
         self.namespace = namespace
 
-    def _request(self, request: LeaderRequest) -> LeaderResponse:
+    def _request(self, kind: RequestKind, **fields: Any) -> LeaderResponse:
+        """Send one write to the leader under a fresh request id (the leader applies each id
+        once, so a retried call can never apply twice); a refusal raises with its reason."""
+        request = LeaderRequest(
+            kind, request_id=str(uuid.uuid4()), namespace=self.namespace, **fields
+        )
         response: LeaderResponse = ray.get(self.leader.request.remote(request))
         if not response.ok:
             raise RuntimeError(response.error)
         return response
 
     def run_job(self, job: Job, *, preserve_counts: bool = False) -> LeaderResponse:
-        return self._request(
-            LeaderRequest(
-                RequestKind.REGISTER_JOB,
-                request_id=str(uuid.uuid4()),
-                job=job,
-                preserve_counts=preserve_counts,
-            )
-        )
+        return self._request(RequestKind.REGISTER_JOB, job=job, preserve_counts=preserve_counts)
 
     def run_job_file(self, path: str | Path, *, preserve_counts: bool = False) -> LeaderResponse:
         return self.run_job(parse_job_file(path), preserve_counts=preserve_counts)
 
     def stop_job(self, job_id: str, *, purge: bool = False) -> LeaderResponse:
-        return self._request(
-            LeaderRequest(
-                RequestKind.STOP_JOB,
-                request_id=str(uuid.uuid4()),
-                namespace=self.namespace,
-                job_id=job_id,
-                purge=purge,
-            )
-        )
+        return self._request(RequestKind.STOP_JOB, job_id=job_id, purge=purge)
 
     def revert_job(self, job_id: str, version: int) -> LeaderResponse:
-        return self._request(
-            LeaderRequest(
-                RequestKind.REVERT_JOB,
-                request_id=str(uuid.uuid4()),
-                namespace=self.namespace,
-                job_id=job_id,
-                version=version,
-            )
-        )
+        return self._request(RequestKind.REVERT_JOB, job_id=job_id, version=version)
 
     def scale_job(self, job_id: str, group: str, count: int, message: str = "") -> LeaderResponse:
         return self._request(
-            LeaderRequest(
-                RequestKind.SCALE_JOB,
-                request_id=str(uuid.uuid4()),
-                namespace=self.namespace,
-                job_id=job_id,
-                group=group,
-                count=count,
-                message=message,
-            )
+            RequestKind.SCALE_JOB, job_id=job_id, group=group, count=count, message=message
         )
 
     def _read(self, method: str, *args: Any, timeout_s: float = 30.0) -> Any:

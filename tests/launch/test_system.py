@@ -230,6 +230,8 @@ def test_killed_agent_nodes_go_down_and_allocs_are_replaced(
 def test_leader_restart_resumes_without_loss_or_duplicates(
     system: DroverSystem, client: DroverClient
 ) -> None:
+    client.run_job(job("pre-restart", 2, "e2e"))
+    client.wait_for_allocs("pre-restart", count=2, timeout_s=30)
     index_before = ray.get(system.leader.index.remote())
     stats_before = ray.get(system.leader.stats.remote())
     ray.kill(system.leader, no_restart=False)  # Ray restarts it; it rebuilds from the log
@@ -240,7 +242,7 @@ def test_leader_restart_resumes_without_loss_or_duplicates(
     assert client.leader_stats()["term"] == stats_before["term"] + 1
     assert client.index() >= index_before
     # Everything committed before the restart is still there.
-    assert len(client.wait_for_allocs("after-garbage", count=2, timeout_s=10)) == 2
+    assert len(client.wait_for_allocs("pre-restart", count=2, timeout_s=10)) == 2
     client.run_job(job("post-restart", 4, "e2e"))
     allocs = client.wait_for_allocs("post-restart", count=4, timeout_s=60)
     assert sorted(a.name for a in allocs) == [f"post-restart.g[{i}]" for i in range(4)]
