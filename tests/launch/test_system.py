@@ -6,6 +6,7 @@ Tests run in file order; the leader-restart test comes last.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -28,6 +29,7 @@ from contracts import (
     Resources,
     Task,
     TaskGroup,
+    UpdateStrategy,
 )
 from contracts.messages import DeadLetter
 from launch.system import DroverClient, DroverSystem, SystemConfig
@@ -119,6 +121,26 @@ def test_service_job_runs_then_stops(client: DroverClient) -> None:
     wait_until(lambda: client.job("web").status is JobStatus.DEAD, what="job dead")
     versions = {v.version: v.status for v in client.job_versions("web")}
     assert versions == {0: JobStatus.RUNNING, 1: JobStatus.DEAD}
+
+
+def test_rolling_update_replaces_allocations_max_parallel_at_a_time(client: DroverClient) -> None:
+    base = job("rolling", 3, "e2e")
+    group = dataclasses.replace(base.task_groups[0], update=UpdateStrategy(max_parallel=1))
+    client.run_job(base.replace(task_groups=(group,)))
+    first = client.wait_for_allocs("rolling", count=3, timeout_s=30)
+    task = dataclasses.replace(group.tasks[0], env={"RELEASE": "2"})  # a destructive change
+    client.run_job(base.replace(task_groups=(dataclasses.replace(group, tasks=(task,)),)))
+    version = client.job("rolling").version
+
+    def rolled_out() -> bool:
+        live = [a for a in client.allocs("rolling") if not a.server_terminal()]
+        return len(live) == 3 and all(
+            a.job_version == version and a.client_status is ClientStatus.RUNNING for a in live
+        )
+
+    wait_until(rolled_out, timeout_s=60, what="every allocation on the new version")
+    replaced = {a.id for a in first}
+    assert all(a.id not in replaced for a in client.wait_for_allocs("rolling", count=3))
 
 
 def test_concurrent_plans_collide_and_every_job_is_placed_or_blocked(

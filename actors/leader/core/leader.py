@@ -24,6 +24,7 @@ from contracts import (
     ClientStatus,
     EvalStatus,
     Evaluation,
+    Job,
     JobType,
     Node,
     NodeStatus,
@@ -273,12 +274,24 @@ class LeaderCore:
             )
             if failed or exited:
                 evals[key] = self._eval(job.namespace, job.id, job.type, TriggeredBy.ALLOC_FAILURE)
+            elif update.client_status is ClientStatus.RUNNING and self._rollout_pending(job):
+                # A replacement came up while older allocations remain: the next batch of a
+                # rolling update (max_parallel) may go (Nomad's deployment watcher does this).
+                evals[key] = self._eval(job.namespace, job.id, job.type, TriggeredBy.ROLLING_UPDATE)
         changes: list[StateChange] = []
         if kept:
             changes.append(UpdateAllocsClientStatus(tuple(kept)))
         if evals:
             changes.append(UpsertEvals(tuple(evals.values())))
         return changes
+
+    def _rollout_pending(self, job: Job) -> bool:
+        if not any(tg.update is not None for tg in job.task_groups):
+            return False
+        return any(
+            not a.server_terminal() and a.job_modify_index != job.job_modify_index
+            for a in self.state.allocs_by_job(job.namespace, job.id)
+        )
 
     def _eval(
         self,

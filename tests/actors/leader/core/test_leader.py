@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -24,6 +25,7 @@ from contracts import (
     Task,
     TaskGroup,
     TriggeredBy,
+    UpdateStrategy,
 )
 from contracts.messages import LeaderRequest, PlanSubmission, RequestKind
 from contracts.state_log import (
@@ -177,3 +179,44 @@ def test_client_failures_create_one_eval_per_job_and_repeats_are_ignored(core_an
     assert core.client_updates(updates) == []  # idempotent: already recorded
     running = core.client_updates([AllocClientUpdate("a1", ClientStatus.RUNNING)])
     assert len(running) == 1  # a status change, and no eval for a healthy report
+
+
+def test_a_replacement_coming_up_continues_a_rolling_update(core_and_store) -> None:
+    core, store = core_and_store
+    store.commit(UpsertNodes((node("n1"),)))
+    base = job()
+    rolling = base.replace(
+        task_groups=(
+            dataclasses.replace(base.task_groups[0], update=UpdateStrategy(max_parallel=1)),
+        )
+    )
+    store.commit(UpsertJob(rolling))
+    old = store.job("default", "web")
+    place(store, "old", "n1")  # placed at the current version...
+    store.commit(UpsertJob(rolling.replace(meta={"release": "2"})))  # ...then the job changes
+    new = store.job("default", "web")
+    assert new.job_modify_index != old.job_modify_index
+    store.commit(
+        UpsertAllocs(
+            (
+                Allocation(
+                    id="fresh",
+                    node_id="n1",
+                    job_id="web",
+                    task_group="g",
+                    job_modify_index=new.job_modify_index,
+                ),
+            )
+        )
+    )
+    changes = core.client_updates([AllocClientUpdate("fresh", ClientStatus.RUNNING)])
+    (evals,) = [c for c in changes if isinstance(c, UpsertEvals)]
+    assert [e.triggered_by for e in evals.evals] == [TriggeredBy.ROLLING_UPDATE]
+
+    # Without an update block there is no rollout to continue: running reports make no eval.
+    store.commit(UpsertJob(base.replace(meta={"release": "3"})))
+    store.commit(
+        UpsertAllocs((Allocation(id="other", node_id="n1", job_id="web", task_group="g"),))
+    )
+    changes = core.client_updates([AllocClientUpdate("other", ClientStatus.RUNNING)])
+    assert not any(isinstance(c, UpsertEvals) for c in changes)
