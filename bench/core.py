@@ -16,6 +16,7 @@ import random
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -25,6 +26,7 @@ from actors.process_settings import GC_THRESHOLDS, tune_gc
 from actors.state import StateStore
 from actors.worker.core.scheduler import new_scheduler
 from contracts import (
+    Allocation,
     Constraint,
     DriverInfo,
     Evaluation,
@@ -80,20 +82,24 @@ def make_job(i: int, count: int) -> Job:
     )
 
 
-def overcommitted_nodes(store: StateStore) -> int:
+def overcommitted(nodes: Iterable[Node], allocs: Iterable[Allocation]) -> list[str]:
+    """Nodes whose live allocations exceed what they offer (capacity minus reserved),
+    recomputed from scratch from the allocation records, never from the store's counters.
+    Allocations on unknown nodes count their node as overcommitted too."""
     used: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    for alloc in store.allocs():
+    for alloc in allocs:
         if alloc.terminal():
             continue
         u = used[alloc.node_id]
         u[0] += alloc.allocated_resources.cpu
         u[1] += alloc.allocated_resources.memory_mb
         u[2] += alloc.allocated_resources.disk_mb
-    bad = 0
+    by_id = {node.id: node for node in nodes}
+    bad = []
     for node_id, (cpu, mem, disk) in used.items():
-        node = store.node(node_id)
+        node = by_id.get(node_id)
         if node is None:
-            bad += 1
+            bad.append(node_id)
             continue
         cap, res = node.node_resources, node.reserved_resources
         if (
@@ -101,7 +107,7 @@ def overcommitted_nodes(store: StateStore) -> int:
             or mem > cap.memory_mb - res.memory_mb
             or disk > cap.disk_mb - res.disk_mb
         ):
-            bad += 1
+            bad.append(node_id)
     return bad
 
 
@@ -143,7 +149,7 @@ def run(nodes: int, jobs: int, count: int, seed: int = 7) -> dict[str, Any]:
         "plans": len(planner.plans),
         "rejected_nodes": rejected,
         "failed_evals": sum(1 for e in planner.evals if e.status == "failed"),
-        "overcommitted_nodes": overcommitted_nodes(store),
+        "overcommitted_nodes": len(overcommitted(store.nodes(), store.allocs())),
         "gc_thresholds": list(GC_THRESHOLDS),
         "python": sys.version.split()[0],
     }

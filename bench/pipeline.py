@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ import ray
 
 from actors.agent.core import FleetSpec
 from bench.core import make_job
+from bench.core import overcommitted as overcommitted_nodes
 from bench.core import run as run_inprocess
 from launch.system import DroverSystem, SystemConfig
 
@@ -34,20 +34,6 @@ def _fleet(nodes: int) -> list[FleetSpec]:
         FleetSpec(name="linux", count=nodes - half, attributes={"kernel.name": "linux"}, **common),  # type: ignore[arg-type]
         FleetSpec(name="windows", count=half, attributes={"kernel.name": "windows"}, **common),  # type: ignore[arg-type]
     ]
-
-
-def _overcommitted(leader: Any) -> int:
-    nodes = {n.id: n for n in ray.get(leader.nodes.remote())}
-    used: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for alloc in ray.get(leader.allocs.remote()):
-        if not alloc.terminal():
-            used[alloc.node_id][0] += alloc.allocated_resources.cpu
-            used[alloc.node_id][1] += alloc.allocated_resources.memory_mb
-    return sum(
-        1
-        for node_id, (cpu, mem) in used.items()
-        if cpu > nodes[node_id].node_resources.cpu or mem > nodes[node_id].node_resources.memory_mb
-    )
 
 
 def run(nodes: int, jobs: int, count: int, workers: int, timeout_s: float) -> dict[str, Any]:
@@ -79,7 +65,9 @@ def run(nodes: int, jobs: int, count: int, workers: int, timeout_s: float) -> di
         seconds = time.perf_counter() - started
         stats = ray.get(leader.stats.remote())
         worker_stats = ray.get([w.stats.remote() for w in system.workers])
-        overcommitted = _overcommitted(leader)
+        overcommitted = len(
+            overcommitted_nodes(ray.get(leader.nodes.remote()), ray.get(leader.allocs.remote()))
+        )
     pipeline_rate = placed / seconds if seconds else 0.0
     return {
         "bench": "pipeline",

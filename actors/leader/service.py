@@ -31,6 +31,7 @@ from actors.leader.durable_log import DurableLog, Fence, NotLeaderError
 from actors.process_settings import tune_gc
 from actors.state import StateStore
 from actors.streams import GroupConsumer, StreamBus
+from actors.streams.envelope import registry_of
 from actors.streams.names import LEADER_GROUP, StreamNames
 from contracts import PlanResult
 from contracts.messages import (
@@ -44,10 +45,7 @@ from contracts.state_log import LogEntry, StateChange
 
 log = logging.getLogger(__name__)
 
-LEADER_MESSAGES: dict[str, type] = {
-    "PlanSubmission": PlanSubmission,
-    "LeaderRequest": LeaderRequest,
-}
+LEADER_MESSAGES = registry_of(PlanSubmission, LeaderRequest)
 STALE_TOKEN = "eval token is no longer outstanding (the eval was redelivered)"
 APPLIED_REQUESTS_KEPT = 100_000
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from actors.streams import StreamBus
 from actors.streams.client import connect
 from actors.streams.envelope import decode_message, registry_of
 from actors.streams.names import StreamNames
+from bench.core import overcommitted as audit_overcommitted
 from contracts import (
     ClientStatus,
     Constraint,
@@ -97,17 +97,9 @@ def wait_until(predicate, timeout_s: float = 30.0, what: str = "condition"):  # 
 
 
 def overcommitted(system: DroverSystem) -> list[str]:
-    nodes = {n.id: n for n in ray.get(system.leader.nodes.remote())}
-    used: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    for alloc in ray.get(system.leader.allocs.remote()):
-        if not alloc.terminal():
-            used[alloc.node_id][0] += alloc.allocated_resources.cpu
-            used[alloc.node_id][1] += alloc.allocated_resources.memory_mb
-    return [
-        node_id
-        for node_id, (cpu, mem) in used.items()
-        if cpu > nodes[node_id].node_resources.cpu or mem > nodes[node_id].node_resources.memory_mb
-    ]
+    return audit_overcommitted(
+        ray.get(system.leader.nodes.remote()), ray.get(system.leader.allocs.remote())
+    )
 
 
 def test_service_job_runs_then_stops(client: DroverClient) -> None:

@@ -111,12 +111,8 @@ class GenericScheduler(SchedulerBase):
         # Destructive updates first: their stops free resources for what follows.
         for placement in (*result.destructive, *result.place):
             tg = placement.task_group
-            if tg.name in self.failed_tg_allocs:
-                metric = self.failed_tg_allocs[tg.name]
-                self.failed_tg_allocs[tg.name] = dataclasses.replace(
-                    metric, coalesced_failures=metric.coalesced_failures + 1
-                )
-                continue
+            if self._coalesce_failure(tg.name):
+                continue  # the group already failed: later placements are not attempted
             stack = stacks.get(tg.name)
             if stack is None:
                 stack = stacks[tg.name] = GroupStack(

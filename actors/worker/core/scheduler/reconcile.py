@@ -7,6 +7,7 @@ of intentions; the generic scheduler turns them into a plan.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -56,14 +57,7 @@ class GroupUpdates:
     ignore: int = 0
 
     def freeze(self) -> DesiredUpdates:
-        return DesiredUpdates(
-            place=self.place,
-            stop=self.stop,
-            migrate=self.migrate,
-            in_place_update=self.in_place_update,
-            destructive_update=self.destructive_update,
-            ignore=self.ignore,
-        )
+        return DesiredUpdates(**dataclasses.asdict(self))
 
 
 @dataclass(slots=True)

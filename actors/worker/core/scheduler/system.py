@@ -185,13 +185,8 @@ class SystemScheduler(SchedulerBase):
         node = self.state.node(node_id)
         option = stack.select_on(node) if node is not None else None
         if option is None:
-            metric = self.failed_tg_allocs.get(tg_name)
-            if metric is None:
+            if not self._coalesce_failure(tg_name):
                 self.failed_tg_allocs[tg_name] = stack.failure_metric()
-            else:
-                self.failed_tg_allocs[tg_name] = dataclasses.replace(
-                    metric, coalesced_failures=metric.coalesced_failures + 1
-                )
             return None
         alloc = self._new_alloc(job, tg_name, name, option, previous)
         ctx.place(alloc, option.node)
