@@ -12,6 +12,7 @@ log before serving.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import queue
 import threading
@@ -204,13 +205,8 @@ class LeaderService:
         job_modify_index = (
             decision.job_write.reply_job_modify_index(index) if decision.job_write else 0
         )
-        return LeaderResponse(
-            request.request_id,
-            ok=True,
-            index=index,
-            eval_id=decision.response.eval_id,
-            job_modify_index=job_modify_index,
-            warnings=decision.response.warnings,
+        return dataclasses.replace(
+            decision.response, index=index, job_modify_index=job_modify_index
         )
 
     def _apply_plan(self, submission: PlanSubmission) -> PlanResponse:
