@@ -23,7 +23,7 @@ from typing import Any
 
 from contracts.evaluation import Evaluation
 from contracts.job import Job
-from contracts.node import Node
+from contracts.node import DrainStrategy, Node
 from contracts.plan import Plan, PlanResult
 from contracts.state_log import AllocClientUpdate
 
@@ -119,6 +119,11 @@ class RequestKind(StrEnum):
     NODE_HEARTBEAT = "node-heartbeat"  # node_ids: still alive
     CLIENT_UPDATES = "client-updates"
     UPDATE_EVALS = "update-evals"
+    SET_STABLE = "set-stable"  # version, stable
+    EVALUATE_JOB = "evaluate-job"  # a fresh eval for the job as it is
+    STOP_ALLOC = "stop-alloc"  # alloc_id: stop it and place a replacement
+    DRAIN_NODE = "drain-node"  # node_ids[0], drain (None: stop draining), mark_eligible
+    NODE_ELIGIBILITY = "node-eligibility"  # node_ids[0], eligible
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +148,11 @@ class LeaderRequest:
     updates: tuple[AllocClientUpdate, ...] = ()
     evals: tuple[Evaluation, ...] = ()
     meta: dict[str, Any] = field(default_factory=dict)
+    alloc_id: str = ""
+    stable: bool = False
+    drain: DrainStrategy | None = None
+    mark_eligible: bool = False
+    eligible: bool = True
     # Writes made on behalf of an evaluation commit only while its delivery token is current.
     fence_eval_id: str = ""
     fence_token: str = ""
@@ -157,6 +167,7 @@ class LeaderResponse:
     job_modify_index: int = 0
     error: str = ""
     warnings: tuple[str, ...] = ()
+    eval_ids: tuple[str, ...] = ()  # when a write creates several (node drain/eligibility)
 
 
 # -- failures ----------------------------------------------------------------------------------

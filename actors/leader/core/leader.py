@@ -16,11 +16,21 @@ from actors.leader.core.job_lifecycle import (
     register_job,
     revert_job,
     scale_job,
+    set_stable,
     stop_job,
+)
+from actors.leader.core.operator_ops import (
+    OperatorWrite,
+    completed_drains,
+    drain_node,
+    evaluate_job,
+    set_eligibility,
+    stop_alloc,
 )
 from actors.leader.core.plan_eval import evaluate_plan
 from actors.state import StateReader
 from contracts import (
+    CLIENT_TERMINAL,
     ClientStatus,
     EvalStatus,
     Evaluation,
@@ -42,6 +52,14 @@ from contracts.state_log import (
     UpsertNodes,
 )
 
+_OPERATOR_KINDS = frozenset(
+    {
+        RequestKind.EVALUATE_JOB,
+        RequestKind.STOP_ALLOC,
+        RequestKind.DRAIN_NODE,
+        RequestKind.NODE_ELIGIBILITY,
+    }
+)
 NODE_DOWN_DESCRIPTION = "node heartbeat missed"
 
 
@@ -147,6 +165,13 @@ class LeaderCore:
                 changes=[UpsertEvals(tuple(request.evals))] if request.evals else [],
                 response=LeaderResponse(request.request_id, ok=True),
             )
+        if kind is RequestKind.SET_STABLE:
+            write = set_stable(
+                self.state, request.namespace, request.job_id, request.version, request.stable
+            )
+            return self._job_write(request, write)
+        if kind in _OPERATOR_KINDS:
+            return self._operator_write(request, self._operator(request))
         raise ValidationError(f"unknown request kind {kind!r}")
 
     def _job_write(self, request: LeaderRequest, write: JobWrite) -> Decision:
@@ -156,6 +181,43 @@ class LeaderCore:
                 request.request_id, ok=True, eval_id=write.eval_id, warnings=write.warnings
             ),
             job_write=write,
+        )
+
+    def _operator(self, request: LeaderRequest) -> OperatorWrite:
+        kind, now = request.kind, self.now_ns()
+        if kind is RequestKind.EVALUATE_JOB:
+            return evaluate_job(self.state, request.namespace, request.job_id, new_eval=self._eval)
+        if kind is RequestKind.STOP_ALLOC:
+            return stop_alloc(self.state, request.alloc_id, now_ns=now, new_eval=self._eval)
+        if not request.node_ids:
+            raise ValidationError(f"{kind}: NodeID is required")
+        if kind is RequestKind.DRAIN_NODE:
+            return drain_node(
+                self.state,
+                request.node_ids[0],
+                request.drain,
+                mark_eligible=request.mark_eligible,
+                now_ns=now,
+                new_eval=self._eval,
+                node_evals=self.node_evals,
+            )
+        return set_eligibility(
+            self.state,
+            request.node_ids[0],
+            request.eligible,
+            now_ns=now,
+            node_evals=self.node_evals,
+        )
+
+    def _operator_write(self, request: LeaderRequest, write: OperatorWrite) -> Decision:
+        return Decision(
+            changes=write.changes,
+            response=LeaderResponse(
+                request.request_id,
+                ok=True,
+                eval_id=write.eval_ids[0] if write.eval_ids else "",
+                eval_ids=write.eval_ids,
+            ),
         )
 
     # -- plans ------------------------------------------------------------------------------------
@@ -281,6 +343,14 @@ class LeaderCore:
         changes: list[StateChange] = []
         if kept:
             changes.append(UpdateAllocsClientStatus(tuple(kept)))
+            finished = [
+                alloc
+                for update in kept
+                if update.client_status in CLIENT_TERMINAL
+                and (alloc := self.state.alloc(update.alloc_id)) is not None
+            ]
+            if drained := completed_drains(self.state, finished, now_ns=self.now_ns()):
+                changes.append(UpsertNodes(tuple(drained)))
         if evals:
             changes.append(UpsertEvals(tuple(evals.values())))
         return changes

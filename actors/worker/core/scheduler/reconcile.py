@@ -223,14 +223,18 @@ class Reconciler:
                 # does not count toward the new version's count.
                 updates.ignore += 1
                 continue
-            if alloc.node_id in self.tainted:
-                if self._on_lost_node(alloc):
-                    if not alloc.client_terminal():
-                        lost.append(alloc)
-                        continue
-                elif alloc.desired_transition.migrate and not alloc.client_terminal():
-                    migrate.append(alloc)
-                    continue
+            if alloc.desired_transition.migrate and not alloc.client_terminal():
+                # Nomad's filterByTainted: a live allocation marked to migrate (a drained
+                # node, `alloc stop`) always migrates, whatever its node.
+                migrate.append(alloc)
+                continue
+            if (
+                alloc.node_id in self.tainted
+                and self._on_lost_node(alloc)
+                and not alloc.client_terminal()
+            ):
+                lost.append(alloc)
+                continue
             status = alloc.client_status
             if status is ClientStatus.FAILED:
                 if _reschedulable(alloc, policy, self.now_ns) and not alloc.next_allocation:
