@@ -89,6 +89,23 @@ class StreamNames:
         """String: the latest state snapshot."""
         return self._key("leader", "snapshot")
 
+    # -- the HTTP API's own keys ----------------------------------------------------------------
+
+    @property
+    def acl_tokens(self) -> str:
+        """Hash: ACL secret ID -> token JSON (the bootstrap token is written once, HSETNX)."""
+        return self._key("acl", "tokens")
+
+    @property
+    def acl_bootstrap(self) -> str:
+        """String: the accessor ID of the bootstrap token; its presence ends bootstrapping."""
+        return self._key("acl", "bootstrap")
+
+    @property
+    def fleets(self) -> str:
+        """Hash: fleet name -> declared fleet JSON (what `drover fleet apply` declared)."""
+        return self._key("fleets")
+
 
 def _id(what: str, value: str) -> str:
     if not value:
