@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 
-from opentelemetry.trace import Link, Span, SpanKind, Tracer
+from opentelemetry.trace import INVALID_SPAN, Link, NoOpTracer, Span, SpanKind, Tracer
 
 from observability import conventions as c
 from observability.propagation import extract, inject, link_to
@@ -37,6 +37,9 @@ def send_span(
     attributes: Mapping[str, AttrValue] | None = None,
 ) -> Iterator[tuple[Span, dict[str, str]]]:
     """A PRODUCER span `send <stream>`, and the trace carrier to put in the envelope."""
+    if isinstance(tracer, NoOpTracer):  # tracing off: nothing to build
+        yield INVALID_SPAN, {}
+        return
     attrs = c.messaging_attributes(destination, c.OP_SEND, operation_name=operation_name)
     attrs.update(attributes or {})
     with tracer.start_as_current_span(
@@ -59,6 +62,9 @@ def process_span(
 ) -> Iterator[Span]:
     """A CONSUMER span `process <stream>` for one message, parented to (or, with `link_only`,
     linked to) the context in `carrier` (the envelope's trace dict)."""
+    if isinstance(tracer, NoOpTracer):
+        yield INVALID_SPAN
+        return
     attrs = c.messaging_attributes(
         destination,
         c.OP_PROCESS,
@@ -67,13 +73,13 @@ def process_span(
         message_id=message_id,
     )
     attrs.update(attributes or {})
-    link = link_to(carrier)
+    link = link_to(carrier) if link_only else None
     with tracer.start_as_current_span(
         c.span_name(c.OP_PROCESS, destination),
         context=extract(None if link_only else carrier),
         kind=SpanKind.CONSUMER,
         attributes=attrs,
-        links=[link] if link_only and link is not None else None,
+        links=[link] if link is not None else None,
     ) as span:
         yield span
 

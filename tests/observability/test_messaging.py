@@ -83,3 +83,11 @@ def test_batch_span_links_each_message(in_memory: InMemory) -> None:
     assert {link.context.span_id for link in batch.links} == {
         s.context.span_id for s in senders if s.context is not None
     }
+
+
+def test_disabled_tracer_yields_a_non_recording_span_and_no_context() -> None:
+    telemetry = Telemetry.disabled()
+    with send_span(telemetry.tracer, "drover:plans") as (span, carrier):
+        assert not span.is_recording() and carrier == {}
+    with process_span(telemetry.tracer, "drover:plans", {"traceparent": "x"}) as span:
+        assert not span.is_recording()
