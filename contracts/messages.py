@@ -168,6 +168,7 @@ class LeaderResponse:
     error: str = ""
     warnings: tuple[str, ...] = ()
     eval_ids: tuple[str, ...] = ()  # when a write creates several (node drain/eligibility)
+    error_kind: str = ""  # "not-found", "invalid" or "conflict": what the API maps to a status
 
 
 # -- failures ----------------------------------------------------------------------------------

@@ -18,17 +18,23 @@ import os
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import orjson
 import ray
 
 from actors.agent.actor import AgentActor
 from actors.agent.core import FleetSpec
+from actors.api.core import Api, ApiError
+from actors.api.server import ApiHttpServer
+from actors.api.service import ApiService
 from actors.broker.actor import BrokerActor
 from actors.leader.actor import LeaderActor
+from actors.streams.client import connect
+from actors.streams.names import StreamNames
 from actors.worker.actor import WorkerActor
 from contracts import Allocation, ClientStatus, Job
 from contracts.jobspec import parse_job_file
@@ -55,6 +61,9 @@ class SystemConfig:
     nack_timeout_s: float = 60.0
     include_dashboard: bool = False
     actor_options: dict[str, Any] = field(default_factory=dict)
+    http_addr: str | None = None  # e.g. "127.0.0.1:4646" (port 0: any free port); None: no API
+    acl_enabled: bool = False
+    acl_bootstrap_token: str | None = None  # issue this management token at start
 
 
 class DroverSystem:
@@ -67,6 +76,9 @@ class DroverSystem:
         self.broker: Any = None
         self.workers: list[Any] = []
         self.agents: dict[str, Any] = {}
+        self.fleet_specs: dict[str, FleetSpec] = {}
+        self.api: ApiService | None = None
+        self.http: ApiHttpServer | None = None
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -120,7 +132,79 @@ class DroverSystem:
         if config.real_agents:
             self.add_real_agents()
         ray.get([a.ready.remote() for a in (self.broker, *self.workers, *self.agents.values())])
+        self._redis = connect(self.redis_url, client_name="drover-launch")
+        for spec in self._declared_fleets():
+            self.apply_fleet(spec, store=False)
+        if config.http_addr is not None:
+            self._start_api(config.http_addr)
         return self
+
+    # -- the HTTP API ------------------------------------------------------------------------------
+
+    def _start_api(self, addr: str) -> None:
+        config = self.config
+        self.api = ApiService(
+            connect(self.redis_url, client_name="drover-api"),
+            StreamNames(config.prefix),
+            self._send,
+            acl_enabled=config.acl_enabled,
+            leader_address=f"{addr.rpartition(':')[0] or '127.0.0.1'}:4647",
+            fleet_manager=self,
+        ).start()
+        if config.acl_enabled and config.acl_bootstrap_token:
+            with contextlib.suppress(ApiError):  # already bootstrapped (a restart)
+                self.api.bootstrap_acl(config.acl_bootstrap_token)
+        self.http = ApiHttpServer(addr, Api(self.api)).start()
+
+    @property
+    def http_address(self) -> str:
+        """The API's base URL, e.g. http://127.0.0.1:4646 ('' without an API)."""
+        return self.http.address if self.http is not None else ""
+
+    def _send(self, request: LeaderRequest) -> LeaderResponse:
+        """A write to the leader. Requests carry an id the leader applies once, so riding out
+        a leader restart by sending again is safe."""
+        deadline = time.monotonic() + 30.0
+        while True:
+            try:
+                response: LeaderResponse = ray.get(self.leader.request.remote(request))
+                return response
+            except ray.exceptions.ActorUnavailableError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    # -- fleets (simulated nodes declared with `drover fleet apply`) -------------------------------
+
+    def apply_fleet(self, spec: FleetSpec, *, store: bool = True) -> int:
+        """Host the fleet's nodes in an agent actor of its own; a redeclared fleet replaces
+        its agent (nodes it no longer declares stop heartbeating and go down after the TTL)."""
+        agent_id = f"fleet-{spec.name}"
+        old = self.agents.pop(agent_id, None)
+        if old is not None:
+            with contextlib.suppress(Exception):
+                ray.get(old.shutdown.remote(), timeout=15)
+            ray.kill(old, no_restart=True)
+        if store:
+            self._redis.hset(
+                StreamNames(self.config.prefix).fleets, spec.name, orjson.dumps(asdict(spec))
+            )
+        self.fleet_specs[spec.name] = spec
+        agent = self.add_simulated_agent(agent_id, [spec])
+        ray.get(agent.ready.remote())
+        return spec.count
+
+    def fleets(self) -> list[FleetSpec]:
+        return list(self.fleet_specs.values())
+
+    def _declared_fleets(self) -> list[FleetSpec]:
+        raw = self._redis.hgetall(StreamNames(self.config.prefix).fleets)
+        specs = []
+        for value in raw.values():
+            fields = orjson.loads(value)
+            fields["drivers"] = tuple(fields.get("drivers", ("mock",)))
+            specs.append(FleetSpec(**fields))
+        return specs
 
     def add_simulated_agent(self, agent_id: str, fleets: Sequence[FleetSpec]) -> Any:
         config = self.config
@@ -176,6 +260,12 @@ class DroverSystem:
 
     def stop(self) -> None:
         """Clean shutdown: actors stopped, Ray shut down and Redis stopped if we started them."""
+        if self.http is not None:
+            self.http.stop()
+            self.http = None
+        if self.api is not None:
+            self.api.stop()
+            self.api = None
         handles = [*self.agents.values(), *self.workers, self.broker, self.leader]
         for handle in handles:
             if handle is None:

@@ -91,7 +91,19 @@ class LeaderCore:
         try:
             return self._handle(request)
         except (ValidationError, ConflictError, NotFoundError) as exc:
-            return Decision(response=LeaderResponse(request.request_id, ok=False, error=str(exc)))
+            kind = (
+                "not-found"
+                if isinstance(exc, NotFoundError)
+                else "conflict"
+                if isinstance(exc, ConflictError)
+                else "invalid"
+            )
+            message = str(exc.args[0]) if isinstance(exc, NotFoundError) and exc.args else str(exc)
+            return Decision(
+                response=LeaderResponse(
+                    request.request_id, ok=False, error=message, error_kind=kind
+                )
+            )
 
     def _handle(self, request: LeaderRequest) -> Decision:
         kind = request.kind

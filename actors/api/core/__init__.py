@@ -1,0 +1,10 @@
+"""The HTTP API's pure core: routes, Nomad JSON shapes, blocking queries, ACL checks and
+dry-run plans, over a `Backend` (state reads, leader writes). No Ray, Redis or sockets here:
+`actors/api/service.py` supplies the backend and `actors/api/server.py` the HTTP server."""
+
+from actors.api.core.api import Api
+from actors.api.core.backend import AclToken, Backend
+from actors.api.core.errors import ApiError
+from actors.api.core.http_types import ApiRequest, ApiResponse
+
+__all__ = ["AclToken", "Api", "ApiError", "ApiRequest", "ApiResponse", "Backend"]

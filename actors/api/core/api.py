@@ -1,0 +1,125 @@
+"""The route table and the dispatch: path matching, the ACL check, errors to status codes.
+
+Paths follow Nomad's `/v1` API (`nomad/command/agent/http.go`); `/v1/fleets` is drover's own.
+With ACLs enabled every request but the bootstrap needs a valid `X-Nomad-Token` (403 with
+"Permission denied" otherwise, as Nomad answers).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+from urllib.parse import unquote
+
+from actors.api.core import cluster, jobs
+from actors.api.core.backend import Backend
+from actors.api.core.call import Call
+from actors.api.core.errors import ApiError, from_exception
+from actors.api.core.http_types import ApiRequest, ApiResponse
+from contracts.errors import ConflictError, NotFoundError, ValidationError
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Call], ApiResponse]
+
+_ROUTES: list[tuple[str, str, Handler]] = [
+    ("GET", "/v1/jobs", jobs.list_jobs),
+    ("POST", "/v1/jobs", jobs.register_job),
+    ("PUT", "/v1/jobs", jobs.register_job),
+    ("POST", "/v1/jobs/parse", jobs.parse_job),
+    ("GET", "/v1/job/:id", jobs.get_job),
+    ("POST", "/v1/job/:id", jobs.register_job),
+    ("PUT", "/v1/job/:id", jobs.register_job),
+    ("DELETE", "/v1/job/:id", jobs.stop_job),
+    ("GET", "/v1/job/:id/versions", jobs.job_versions),
+    ("GET", "/v1/job/:id/allocations", jobs.job_allocations),
+    ("GET", "/v1/job/:id/evaluations", jobs.job_evaluations),
+    ("GET", "/v1/job/:id/summary", jobs.job_summary),
+    ("POST", "/v1/job/:id/evaluate", jobs.evaluate_job),
+    ("PUT", "/v1/job/:id/evaluate", jobs.evaluate_job),
+    ("POST", "/v1/job/:id/plan", jobs.plan),
+    ("PUT", "/v1/job/:id/plan", jobs.plan),
+    ("POST", "/v1/job/:id/revert", jobs.revert),
+    ("PUT", "/v1/job/:id/revert", jobs.revert),
+    ("POST", "/v1/job/:id/stable", jobs.stable),
+    ("PUT", "/v1/job/:id/stable", jobs.stable),
+    ("GET", "/v1/job/:id/scale", jobs.scale_status),
+    ("POST", "/v1/job/:id/scale", jobs.scale),
+    ("PUT", "/v1/job/:id/scale", jobs.scale),
+    ("GET", "/v1/scaling/policies", jobs.scaling_policies),
+    ("GET", "/v1/scaling/policy/:id", jobs.scaling_policy),
+    ("GET", "/v1/evaluations", cluster.list_evals),
+    ("GET", "/v1/evaluation/:id", cluster.get_eval),
+    ("GET", "/v1/evaluation/:id/allocations", cluster.eval_allocations),
+    ("GET", "/v1/allocations", cluster.list_allocs),
+    ("GET", "/v1/allocation/:id", cluster.get_alloc),
+    ("POST", "/v1/allocation/:id/stop", cluster.stop_alloc),
+    ("PUT", "/v1/allocation/:id/stop", cluster.stop_alloc),
+    ("GET", "/v1/nodes", cluster.list_nodes),
+    ("GET", "/v1/node/:id", cluster.get_node),
+    ("GET", "/v1/node/:id/allocations", cluster.node_allocations),
+    ("POST", "/v1/node/:id/drain", cluster.drain_node),
+    ("PUT", "/v1/node/:id/drain", cluster.drain_node),
+    ("POST", "/v1/node/:id/eligibility", cluster.node_eligibility),
+    ("PUT", "/v1/node/:id/eligibility", cluster.node_eligibility),
+    ("GET", "/v1/fleets", cluster.list_fleets),
+    ("POST", "/v1/fleets", cluster.apply_fleet),
+    ("PUT", "/v1/fleets", cluster.apply_fleet),
+    ("GET", "/v1/status/leader", cluster.leader),
+    ("GET", "/v1/status/peers", cluster.peers),
+    ("GET", "/v1/regions", cluster.regions),
+    ("POST", "/v1/acl/bootstrap", cluster.acl_bootstrap),
+    ("PUT", "/v1/acl/bootstrap", cluster.acl_bootstrap),
+    ("GET", "/v1/acl/token/self", cluster.acl_token_self),
+]
+
+_OPEN_PATHS = frozenset({"/v1/acl/bootstrap"})
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    return re.compile("^" + re.sub(r":(\w+)", r"(?P<\1>[^/]+)", pattern) + "/?$")
+
+
+class Api:
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self.routes = [(method, _compile(path), handler) for method, path, handler in _ROUTES]
+
+    def endpoints(self) -> list[tuple[str, str]]:
+        """(method, path) of every route, for documentation and tests."""
+        return [(method, path) for method, path, _ in _ROUTES]
+
+    def handle(self, request: ApiRequest) -> ApiResponse:
+        try:
+            return self._dispatch(request)
+        except ApiError as exc:
+            return ApiResponse(exc.status, exc.message)
+        except (ValidationError, ConflictError, NotFoundError) as exc:
+            error = from_exception(exc)
+            return ApiResponse(error.status, error.message)
+        except Exception as exc:  # a bug: answer 500 with the reason, keep serving
+            log.exception("API %s %s failed", request.method, request.path)
+            return ApiResponse(500, f"{type(exc).__name__}: {exc}")
+
+    def _dispatch(self, request: ApiRequest) -> ApiResponse:
+        path_matched = False
+        for method, pattern, handler in self.routes:
+            match = pattern.match(request.path)
+            if match is None:
+                continue
+            path_matched = True
+            if method != request.method:
+                continue
+            self._authorize(request)
+            params = {k: unquote(v) for k, v in match.groupdict().items()}
+            return handler(Call(request, params, self.backend))
+        if path_matched:
+            raise ApiError(405, f"method {request.method} not allowed on {request.path}")
+        raise ApiError(404, f"no such endpoint: {request.path}")
+
+    def _authorize(self, request: ApiRequest) -> None:
+        if not self.backend.acl_enabled or request.path in _OPEN_PATHS:
+            return
+        if not request.token or self.backend.resolve_token(request.token) is None:
+            raise ApiError(403, "Permission denied")

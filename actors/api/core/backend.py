@@ -1,0 +1,53 @@
+"""What the API core needs from the running system (`actors/api/service.py` provides it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from actors.agent.core import FleetSpec
+from actors.state import StateReader
+from contracts.messages import LeaderRequest, LeaderResponse
+
+
+@dataclass(frozen=True, slots=True)
+class AclToken:
+    """A management token (drover has no ACL policies yet: a valid token may do anything)."""
+
+    accessor_id: str
+    secret_id: str
+    name: str = "Bootstrap Token"
+    type: str = "management"
+    create_time: int = 0
+
+
+class Backend(Protocol):
+    acl_enabled: bool
+
+    def snapshot(self) -> StateReader:
+        """The API's read replica as of now."""
+        ...
+
+    def wait_after(self, index: int, timeout_s: float) -> None:
+        """Block until the replica has applied an index above `index`, or the timeout."""
+        ...
+
+    def write(self, request: LeaderRequest) -> LeaderResponse:
+        """Send a write to the leader; returns once the replica has applied it (so the
+        client reads its own writes)."""
+        ...
+
+    def leader_address(self) -> str: ...
+
+    def resolve_token(self, secret_id: str) -> AclToken | None: ...
+
+    def bootstrap_acl(self) -> AclToken:
+        """Issue the management token, once; raises ApiError(400) after that."""
+        ...
+
+    def apply_fleet(self, spec: FleetSpec) -> int:
+        """Declare (or redeclare) a simulated fleet; returns how many nodes it registers."""
+        ...
+
+    def fleets(self) -> Sequence[FleetSpec]: ...

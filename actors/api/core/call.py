@@ -1,0 +1,69 @@
+"""One API call being handled: the request, its path parameters and the backend, with the
+parsing every handler shares (query flags, namespace, JSON body) and the write path."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from actors.api.core.backend import Backend
+from actors.api.core.blocking import blocking_read
+from actors.api.core.errors import ApiError, bad_request
+from actors.api.core.http_types import ApiRequest, ApiResponse
+from actors.state import StateReader
+from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
+
+_ERROR_STATUS = {"not-found": 404, "invalid": 400, "conflict": 409}
+
+
+@dataclass(slots=True)
+class Call:
+    request: ApiRequest
+    params: dict[str, str]
+    backend: Backend
+
+    # -- request parsing ------------------------------------------------------------------------
+
+    def query(self, name: str, default: str = "") -> str:
+        return self.request.query.get(name, default)
+
+    def flag(self, name: str) -> bool:
+        raw = self.request.query.get(name, "false").lower()
+        if raw in ("", "1", "true", "yes"):
+            return raw != ""
+        if raw in ("0", "false", "no"):
+            return False
+        raise bad_request(f"{name}: expected true or false, got {raw!r}")
+
+    @property
+    def namespace(self) -> str:
+        return self.request.query.get("namespace") or "default"
+
+    def json(self) -> dict[str, Any]:
+        if not self.request.body:
+            raise bad_request("request body: expected a JSON object, got nothing")
+        try:
+            body = orjson.loads(self.request.body)
+        except orjson.JSONDecodeError as exc:
+            raise bad_request(f"request body: invalid JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise bad_request(f"request body: expected a JSON object, got {type(body).__name__}")
+        return body
+
+    def json_or_empty(self) -> dict[str, Any]:
+        return self.json() if self.request.body.strip() else {}
+
+    # -- reads and writes -------------------------------------------------------------------------
+
+    def read(self, tables: Sequence[str], render: Callable[[StateReader], Any]) -> ApiResponse:
+        return blocking_read(self.backend, self.request.query, tables, render)
+
+    def write(self, kind: RequestKind, **fields: Any) -> LeaderResponse:
+        fields.setdefault("namespace", self.namespace)
+        response = self.backend.write(LeaderRequest(kind, **fields))
+        if not response.ok:
+            raise ApiError(_ERROR_STATUS.get(response.error_kind, 500), response.error)
+        return response

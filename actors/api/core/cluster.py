@@ -1,0 +1,264 @@
+"""Evaluations, allocations, nodes, fleets, status and ACL bootstrap handlers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.api.core import shapes
+from actors.api.core.call import Call
+from actors.api.core.errors import ApiError, bad_request, not_found
+from actors.api.core.fleets import fleet_to_json, parse_fleet
+from actors.api.core.http_types import ApiResponse
+from actors.state import StateReader
+from contracts import DrainStrategy, ValidationError
+from contracts.messages import RequestKind
+
+_NS = 1_000_000_000
+
+
+def _prefixed(items: Any, prefix: str) -> list[Any]:
+    return [i for i in items if i.id.startswith(prefix)]
+
+
+# -- evaluations ----------------------------------------------------------------------------------
+
+
+def list_evals(call: Call) -> ApiResponse:
+    prefix, status = call.query("prefix"), call.query("status")
+    namespace = call.query("namespace") or "default"
+
+    def render(state: StateReader) -> Any:
+        evals = [
+            e
+            for e in _prefixed(state.evals(), prefix)
+            if (namespace == "*" or e.namespace == namespace)
+            and (not status or e.status.value == status)
+        ]
+        evals.sort(key=lambda e: e.create_index, reverse=True)
+        return [shapes.evaluation(e) for e in evals]
+
+    return call.read(("evals",), render)
+
+
+def get_eval(call: Call) -> ApiResponse:
+    def render(state: StateReader) -> Any:
+        ev = state.eval(call.params["id"])
+        if ev is None:
+            raise not_found(f'eval "{call.params["id"]}" not found')
+        return shapes.evaluation(ev)
+
+    return call.read(("evals",), render)
+
+
+def eval_allocations(call: Call) -> ApiResponse:
+    def render(state: StateReader) -> Any:
+        eval_id = call.params["id"]
+        ev = state.eval(eval_id)
+        if ev is None:
+            raise not_found(f'eval "{eval_id}" not found')
+        allocs = state.allocs_by_job(ev.namespace, ev.job_id)
+        return [shapes.alloc_stub(a) for a in allocs if a.eval_id == eval_id]
+
+    return call.read(("allocs",), render)
+
+
+# -- allocations ----------------------------------------------------------------------------------
+
+
+def list_allocs(call: Call) -> ApiResponse:
+    prefix = call.query("prefix")
+    resources = call.flag("resources")
+    namespace = call.query("namespace") or "default"
+
+    def render(state: StateReader) -> Any:
+        allocs = [
+            a
+            for a in _prefixed(state.allocs(), prefix)
+            if namespace == "*" or a.namespace == namespace
+        ]
+        allocs.sort(key=lambda a: a.create_index)
+        return [shapes.alloc_stub(a, resources=resources) for a in allocs]
+
+    return call.read(("allocs",), render)
+
+
+def get_alloc(call: Call) -> ApiResponse:
+    def render(state: StateReader) -> Any:
+        alloc = state.alloc(call.params["id"])
+        if alloc is None:
+            raise not_found(f'alloc "{call.params["id"]}" not found')
+        return shapes.alloc_full(
+            alloc, state.job_version(alloc.namespace, alloc.job_id, alloc.job_version)
+        )
+
+    return call.read(("allocs",), render)
+
+
+def stop_alloc(call: Call) -> ApiResponse:
+    response = call.write(RequestKind.STOP_ALLOC, alloc_id=call.params["id"])
+    return ApiResponse(200, {"EvalID": response.eval_id, "Index": response.index}, response.index)
+
+
+# -- nodes ----------------------------------------------------------------------------------------
+
+
+def list_nodes(call: Call) -> ApiResponse:
+    prefix = call.query("prefix")
+    resources, with_os = call.flag("resources"), call.flag("os")
+
+    def render(state: StateReader) -> Any:
+        nodes = sorted(_prefixed(state.nodes(), prefix), key=lambda n: n.name)
+        return [shapes.node_stub(n, resources=resources, os=with_os) for n in nodes]
+
+    return call.read(("nodes",), render)
+
+
+def _node_id(state: StateReader, raw: str) -> str:
+    """A full node ID, or a unique prefix of one (as the Nomad CLI accepts)."""
+    if state.node(raw) is not None:
+        return raw
+    matches = [n.id for n in state.nodes() if n.id.startswith(raw) or n.name == raw]
+    if len(matches) == 1:
+        return matches[0]
+    if not matches:
+        raise not_found(f'node "{raw}" not found')
+    raise bad_request(f'node "{raw}" is ambiguous: matches {len(matches)} nodes')
+
+
+def get_node(call: Call) -> ApiResponse:
+    return call.read(
+        ("nodes",),
+        lambda s: shapes.node_full(s.node(_node_id(s, call.params["id"]))),  # type: ignore[arg-type]
+    )
+
+
+def node_allocations(call: Call) -> ApiResponse:
+    def render(state: StateReader) -> Any:
+        node_id = _node_id(state, call.params["id"])
+        return [shapes.alloc_stub(a) for a in state.allocs_by_node(node_id)]
+
+    return call.read(("allocs",), render)
+
+
+def _node_reply(response: Any) -> ApiResponse:
+    body = {
+        "EvalIDs": list(response.eval_ids),
+        "EvalCreateIndex": response.index if response.eval_ids else 0,
+        "NodeModifyIndex": response.index,
+        "Index": response.index,
+    }
+    return ApiResponse(200, body, response.index)
+
+
+def drain_node(call: Call) -> ApiResponse:
+    body = call.json_or_empty()
+    spec = body.get("DrainSpec")
+    drain: DrainStrategy | None = None
+    if spec is not None:
+        if not isinstance(spec, dict):
+            raise bad_request(f"DrainSpec: expected an object or null, got {spec!r}")
+        deadline = spec.get("Deadline", 3600 * _NS)
+        if not isinstance(deadline, int) or isinstance(deadline, bool):
+            raise bad_request(f"DrainSpec.Deadline: expected nanoseconds, got {deadline!r}")
+        ignore = spec.get("IgnoreSystemJobs", False)
+        if not isinstance(ignore, bool):
+            raise bad_request(f"DrainSpec.IgnoreSystemJobs: expected a boolean, got {ignore!r}")
+        drain = DrainStrategy(deadline_s=deadline / _NS, ignore_system_jobs=ignore)
+    mark = body.get("MarkEligible", False)
+    if not isinstance(mark, bool):
+        raise bad_request(f"MarkEligible: expected a boolean, got {mark!r}")
+    node_id = _node_id(call.backend.snapshot(), call.params["id"])
+    response = call.write(
+        RequestKind.DRAIN_NODE, node_ids=(node_id,), drain=drain, mark_eligible=mark
+    )
+    return _node_reply(response)
+
+
+def node_eligibility(call: Call) -> ApiResponse:
+    body = call.json()
+    value = body.get("Eligibility")
+    if value not in ("eligible", "ineligible"):
+        raise bad_request(f"Eligibility: expected 'eligible' or 'ineligible', got {value!r}")
+    node_id = _node_id(call.backend.snapshot(), call.params["id"])
+    response = call.write(
+        RequestKind.NODE_ELIGIBILITY, node_ids=(node_id,), eligible=value == "eligible"
+    )
+    return _node_reply(response)
+
+
+# -- fleets (drover's own) ------------------------------------------------------------------------
+
+
+def list_fleets(call: Call) -> ApiResponse:
+    specs = {spec.name: spec for spec in call.backend.fleets()}
+
+    def render(state: StateReader) -> Any:
+        counts: dict[str, dict[str, int]] = {
+            name: {"Ready": 0, "Down": 0, "Ineligible": 0, "Allocs": 0} for name in specs
+        }
+        for node in state.nodes():
+            name = node.attributes.get("drover.fleet")
+            if name not in counts:
+                continue
+            row = counts[name]
+            row["Ready" if node.status.value == "ready" else "Down"] += 1
+            row["Ineligible"] += node.scheduling_eligibility.value == "ineligible"
+            row["Allocs"] += sum(1 for a in state.allocs_by_node(node.id) if not a.terminal())
+        return [{**fleet_to_json(specs[name]), **counts[name]} for name in sorted(specs)]
+
+    return call.read(("nodes", "allocs"), render)
+
+
+def apply_fleet(call: Call) -> ApiResponse:
+    body = call.json()
+    raw = body.get("Fleet")
+    if not isinstance(raw, dict):
+        raise bad_request("Fleet: expected a fleet object in the request body")
+    try:
+        spec = parse_fleet(raw)
+    except ValidationError as exc:
+        raise bad_request("; ".join(exc.problems)) from None
+    registered = call.backend.apply_fleet(spec)
+    return ApiResponse(200, {"Name": spec.name, "Nodes": registered})
+
+
+# -- status and ACL -------------------------------------------------------------------------------
+
+
+def leader(call: Call) -> ApiResponse:
+    return ApiResponse(200, call.backend.leader_address())
+
+
+def peers(call: Call) -> ApiResponse:
+    return ApiResponse(200, [call.backend.leader_address()])
+
+
+def regions(call: Call) -> ApiResponse:
+    return ApiResponse(200, ["global"])
+
+
+def _token_json(token: Any) -> dict[str, Any]:
+    return {
+        "AccessorID": token.accessor_id,
+        "SecretID": token.secret_id,
+        "Name": token.name,
+        "Type": token.type,
+        "Policies": None,
+        "Global": True,
+        "CreateTime": token.create_time,
+    }
+
+
+def acl_bootstrap(call: Call) -> ApiResponse:
+    if not call.backend.acl_enabled:
+        raise ApiError(400, "ACL support disabled")
+    return ApiResponse(200, _token_json(call.backend.bootstrap_acl()))
+
+
+def acl_token_self(call: Call) -> ApiResponse:
+    if not call.backend.acl_enabled:
+        raise ApiError(400, "ACL support disabled")
+    token = call.backend.resolve_token(call.request.token)
+    if token is None:
+        raise ApiError(403, "Permission denied")
+    return ApiResponse(200, _token_json(token))

@@ -1,0 +1,360 @@
+"""`/v1/jobs`, `/v1/job/:id/...` and `/v1/scaling/...` handlers."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from typing import Any
+
+from actors.api.core import shapes
+from actors.api.core.call import Call
+from actors.api.core.dry_run import plan_job
+from actors.api.core.errors import ApiError, bad_request, not_found
+from actors.api.core.http_types import ApiResponse
+from actors.state import StateReader
+from contracts import Job, ValidationError, to_wire
+from contracts.jobspec import parse_hcl_with_warnings, parse_json_with_warnings
+from contracts.messages import LeaderResponse, RequestKind
+
+JOB_TABLES = ("jobs",)
+_POLICY_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "drover:scaling-policy")
+
+
+def _require_job(state: StateReader, call: Call) -> Job:
+    job = state.job(call.namespace, call.params["id"])
+    if job is None:
+        raise not_found(f'job "{call.params["id"]}" not found')
+    return job
+
+
+def _parse_job(body: dict[str, Any], call: Call) -> tuple[Job, list[str]]:
+    raw = body.get("Job")
+    if not isinstance(raw, dict):
+        raise bad_request("Job: expected a job object in the request body")
+    try:
+        job, warnings = parse_json_with_warnings({"Job": raw})
+    except ValidationError as exc:
+        raise bad_request("; ".join(exc.problems)) from None
+    if "namespace" in call.request.query and job.namespace != call.namespace:
+        job = job.replace(namespace=call.namespace)
+    path_id = call.params.get("id")
+    if path_id is not None and job.id != path_id:
+        raise bad_request(f"Job ID does not match request path: {job.id!r} != {path_id!r}")
+    return job, warnings
+
+
+def _write_reply(response: LeaderResponse, warnings: list[str] | None = None) -> ApiResponse:
+    body = {
+        "EvalID": response.eval_id,
+        "EvalCreateIndex": response.index if response.eval_id else 0,
+        "JobModifyIndex": response.job_modify_index,
+        "Warnings": "; ".join([*(warnings or ()), *response.warnings]),
+        "Index": response.index,
+        "LastContact": 0,
+        "KnownLeader": True,
+    }
+    return ApiResponse(200, body, index=response.index)
+
+
+# -- list, register, parse ---------------------------------------------------------------------
+
+
+def list_jobs(call: Call) -> ApiResponse:
+    prefix = call.query("prefix")
+    namespace = call.query("namespace") or "default"
+
+    def render(state: StateReader) -> Any:
+        jobs = [
+            j
+            for j in state.jobs()
+            if j.id.startswith(prefix) and (namespace == "*" or j.namespace == namespace)
+        ]
+        jobs.sort(key=lambda j: (j.namespace, j.id))
+        return [
+            shapes.job_stub(
+                j,
+                shapes.job_summary(
+                    j, state.allocs_by_job(j.namespace, j.id), state.evals_by_job(j.namespace, j.id)
+                ),
+            )
+            for j in jobs
+        ]
+
+    return call.read(("jobs", "allocs"), render)
+
+
+def register_job(call: Call) -> ApiResponse:
+    body = call.json()
+    job, warnings = _parse_job(body, call)
+    enforce = body.get("EnforceIndex", False)
+    modify_index = body.get("JobModifyIndex", 0)
+    if not isinstance(enforce, bool):
+        raise bad_request(f"EnforceIndex: expected a boolean, got {enforce!r}")
+    if not isinstance(modify_index, int) or isinstance(modify_index, bool) or modify_index < 0:
+        raise bad_request(f"JobModifyIndex: expected a non-negative integer, got {modify_index!r}")
+    preserve = body.get("PreserveCounts", False)
+    if not isinstance(preserve, bool):
+        raise bad_request(f"PreserveCounts: expected a boolean, got {preserve!r}")
+    response = call.write(
+        RequestKind.REGISTER_JOB,
+        job=job,
+        namespace=job.namespace,
+        preserve_counts=preserve,
+        enforce_index=modify_index if enforce else None,
+    )
+    return _write_reply(response, warnings)
+
+
+def parse_job(call: Call) -> ApiResponse:
+    body = call.json()
+    text = body.get("JobHCL")
+    if not isinstance(text, str):
+        raise bad_request("JobHCL: expected the job file's text as a string")
+    try:
+        job, _ = parse_hcl_with_warnings(text)
+    except ValidationError as exc:
+        raise bad_request("; ".join(exc.problems)) from None
+    # Parsing always canonicalises here (drover's records carry Nomad's defaults).
+    return ApiResponse(200, shapes.job_to_nomad(job))
+
+
+# -- one job -------------------------------------------------------------------------------------
+
+
+def get_job(call: Call) -> ApiResponse:
+    return call.read(JOB_TABLES, lambda s: shapes.job_to_nomad(_require_job(s, call)))
+
+
+def stop_job(call: Call) -> ApiResponse:
+    response = call.write(RequestKind.STOP_JOB, job_id=call.params["id"], purge=call.flag("purge"))
+    return _write_reply(response)
+
+
+def job_versions(call: Call) -> ApiResponse:
+    def render(state: StateReader) -> Any:
+        _require_job(state, call)
+        versions = state.job_versions(call.namespace, call.params["id"])
+        body: dict[str, Any] = {"Versions": [shapes.job_to_nomad(v) for v in versions]}
+        body["Diffs"] = _version_diffs(versions) if call.flag("diffs") else None
+        return body
+
+    return call.read(("job_versions",), render)
+
+
+def _version_diffs(versions: list[Job]) -> list[dict[str, Any]]:
+    """Per version (newest first), what changed against the one before it: the groups whose
+    count or tasks changed (a summary, not Nomad's field-level diff)."""
+    diffs = []
+    for newer, older in itertools.pairwise(versions):
+        old_groups = {tg.name: tg for tg in older.task_groups}
+        groups: list[dict[str, Any]] = []
+        for tg in newer.task_groups:
+            before = old_groups.pop(tg.name, None)
+            if before is None:
+                groups.append({"Name": tg.name, "Type": "Added"})
+            elif before != tg:
+                fields = [{"Name": "Count", "Old": str(before.count), "New": str(tg.count)}]
+                groups.append(
+                    {
+                        "Name": tg.name,
+                        "Type": "Edited",
+                        "Fields": fields if before.count != tg.count else [],
+                    }
+                )
+        groups += [{"Name": name, "Type": "Deleted"} for name in old_groups]
+        changed = groups or newer.stop != older.stop
+        diffs.append(
+            {"Type": "Edited" if changed else "None", "ID": newer.id, "TaskGroups": groups}
+        )
+    return diffs
+
+
+def job_allocations(call: Call) -> ApiResponse:
+    def render(state: StateReader) -> Any:
+        _require_job(state, call)
+        allocs = state.allocs_by_job(call.namespace, call.params["id"])
+        return [shapes.alloc_stub(a) for a in sorted(allocs, key=lambda a: a.create_index)]
+
+    return call.read(("allocs",), render)
+
+
+def job_evaluations(call: Call) -> ApiResponse:
+    def render(state: StateReader) -> Any:
+        _require_job(state, call)
+        evals = state.evals_by_job(call.namespace, call.params["id"])
+        return [shapes.evaluation(e) for e in sorted(evals, key=lambda e: e.create_index)]
+
+    return call.read(("evals",), render)
+
+
+def job_summary(call: Call) -> ApiResponse:
+    def render(state: StateReader) -> Any:
+        job = _require_job(state, call)
+        return shapes.job_summary(
+            job,
+            state.allocs_by_job(job.namespace, job.id),
+            state.evals_by_job(job.namespace, job.id),
+        )
+
+    return call.read(("jobs", "allocs"), render)
+
+
+def evaluate_job(call: Call) -> ApiResponse:
+    response = call.write(RequestKind.EVALUATE_JOB, job_id=call.params["id"])
+    return _write_reply(response)
+
+
+def plan(call: Call) -> ApiResponse:
+    body = call.json()
+    job, warnings = _parse_job(body, call)
+    preserve = bool(body.get("PreserveCounts", False))
+    state = call.backend.snapshot()
+    try:
+        outcome = plan_job(state, job, preserve_counts=preserve)
+    except ValidationError as exc:
+        raise bad_request(str(exc)) from None
+    return ApiResponse(
+        200,
+        {
+            "Annotations": {
+                "DesiredTGUpdates": {g: to_wire(u) for g, u in outcome.desired_updates.items()}
+            },
+            "FailedTGAllocs": {g: to_wire(m) for g, m in outcome.failed_tg_allocs.items()} or None,
+            "JobModifyIndex": outcome.job_modify_index,
+            "CreatedEvals": [shapes.evaluation(e) for e in outcome.created_evals] or None,
+            "Diff": {"Type": outcome.diff_type, "ID": job.id} if body.get("Diff") else None,
+            "NextPeriodicLaunch": None,
+            "Warnings": "; ".join([*warnings, *outcome.warnings]),
+            "Index": state.latest_index(),
+        },
+        index=state.latest_index(),
+    )
+
+
+def revert(call: Call) -> ApiResponse:
+    body = call.json()
+    version = body.get("JobVersion")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise bad_request(f"JobVersion: expected a non-negative integer, got {version!r}")
+    prior = body.get("EnforcePriorVersion")
+    if prior is not None and (not isinstance(prior, int) or isinstance(prior, bool)):
+        raise bad_request(f"EnforcePriorVersion: expected an integer, got {prior!r}")
+    response = call.write(
+        RequestKind.REVERT_JOB, job_id=call.params["id"], version=version, enforce_index=prior
+    )
+    return _write_reply(response)
+
+
+def stable(call: Call) -> ApiResponse:
+    body = call.json()
+    version = body.get("JobVersion")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise bad_request(f"JobVersion: expected a non-negative integer, got {version!r}")
+    flag = body.get("Stable", True)
+    if not isinstance(flag, bool):
+        raise bad_request(f"Stable: expected a boolean, got {flag!r}")
+    response = call.write(
+        RequestKind.SET_STABLE, job_id=call.params["id"], version=version, stable=flag
+    )
+    return ApiResponse(
+        200, {"JobModifyIndex": response.job_modify_index, "Index": response.index}, response.index
+    )
+
+
+# -- scaling --------------------------------------------------------------------------------------
+
+
+def scale_status(call: Call) -> ApiResponse:
+    def render(state: StateReader) -> Any:
+        job = _require_job(state, call)
+        events = state.scaling_events(job.namespace, job.id)
+        allocs = state.allocs_by_job(job.namespace, job.id)
+        groups = {}
+        for tg in job.task_groups:
+            live = [a for a in allocs if a.task_group == tg.name and not a.terminal()]
+            groups[tg.name] = {
+                "Desired": tg.count,
+                "Placed": len(live),
+                "Running": sum(1 for a in live if a.client_status.value == "running"),
+                "Healthy": sum(1 for a in live if a.client_status.value == "running"),
+                "Unhealthy": 0,
+                "Events": [to_wire(e) for e in events.get(tg.name, ())],
+            }
+        return {
+            "JobID": job.id,
+            "Namespace": job.namespace,
+            "JobStopped": job.stop,
+            "JobCreateIndex": job.create_index,
+            "JobModifyIndex": job.job_modify_index,
+            "TaskGroups": groups,
+        }
+
+    return call.read(("jobs", "scaling_events", "allocs"), render)
+
+
+def scale(call: Call) -> ApiResponse:
+    body = call.json()
+    target = body.get("Target")
+    if not isinstance(target, dict) or not isinstance(target.get("Group"), str):
+        raise bad_request('Target: expected {"Group": "<task group name>"}')
+    count = body.get("Count")
+    if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
+        raise bad_request(f"Count: expected an integer, got {count!r}")
+    message = body.get("Message", "")
+    meta = body.get("Meta") or {}
+    if not isinstance(message, str) or not isinstance(meta, dict):
+        raise bad_request("Message: expected a string; Meta: expected an object")
+    enforce = body.get("EnforceIndex", False)
+    modify_index = body.get("JobModifyIndex", 0)
+    response = call.write(
+        RequestKind.SCALE_JOB,
+        job_id=call.params["id"],
+        group=target["Group"],
+        count=count,
+        message=message,
+        meta=meta,
+        enforce_index=modify_index if enforce else None,
+    )
+    return _write_reply(response)
+
+
+def scaling_policies(call: Call) -> ApiResponse:
+    def render(state: StateReader) -> Any:
+        return [
+            _policy_stub(job, tg.name)
+            for job in sorted(state.jobs(), key=lambda j: j.id)
+            for tg in job.task_groups
+            if tg.scaling is not None and (call.namespace == "*" or job.namespace == call.namespace)
+        ]
+
+    return call.read(JOB_TABLES, render)
+
+
+def _policy_id(job: Job, group: str) -> str:
+    """Stable per (namespace, job, group), shaped like Nomad's UUID policy IDs."""
+    return str(uuid.uuid5(_POLICY_NAMESPACE, f"{job.namespace}/{job.id}/{group}"))
+
+
+def _policy_stub(job: Job, group: str) -> dict[str, Any]:
+    return {
+        "ID": _policy_id(job, group),
+        "Enabled": True,
+        "Type": "horizontal",
+        "Target": {"Namespace": job.namespace, "Job": job.id, "Group": group},
+        "CreateIndex": job.create_index,
+        "ModifyIndex": job.modify_index,
+    }
+
+
+def scaling_policy(call: Call) -> ApiResponse:
+    wanted = call.params["id"]
+
+    def render(state: StateReader) -> Any:
+        for job in state.jobs():
+            for tg in job.task_groups:
+                if tg.scaling is not None and _policy_id(job, tg.name) == wanted:
+                    policy = to_wire(tg.scaling)
+                    return {**_policy_stub(job, tg.name), **policy}
+        raise ApiError(404, f'scaling policy "{wanted}" not found')
+
+    return call.read(JOB_TABLES, render)

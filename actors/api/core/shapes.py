@@ -1,0 +1,244 @@
+"""Records rendered the way Nomad's HTTP API renders them.
+
+Our codec's wire form is PascalCase already; what differs from Nomad's JSON is handled here:
+durations (ours: float seconds in `...S` fields; Nomad: integer nanoseconds), the ephemeral
+disk block, the `Drain` flag of nodes, the nested resource blocks of nodes and allocations,
+and the list stubs. `job_to_nomad` output parses back with `contracts.jobspec.parse_json`, so
+`job inspect` output can be edited and run again.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+from contracts import Allocation, ClientStatus, Evaluation, Job, Node, to_wire
+from contracts.resources import AllocatedResources, NodeResources
+
+_NS = 1_000_000_000
+_DURATIONS = {
+    "KillTimeoutS": "KillTimeout",
+    "StaggerS": "Stagger",
+    "MinHealthyTimeS": "MinHealthyTime",
+    "HealthyDeadlineS": "HealthyDeadline",
+    "IntervalS": "Interval",
+    "DelayS": "Delay",
+}
+
+
+def _nomad_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if key in _DURATIONS and isinstance(item, int | float):
+                out[_DURATIONS[key]] = round(item * _NS)
+            elif key == "EphemeralDiskMB":
+                out["EphemeralDisk"] = {"SizeMB": item}
+            else:
+                out[key] = _nomad_keys(item)
+        return out
+    if isinstance(value, list):
+        return [_nomad_keys(v) for v in value]
+    return value
+
+
+def job_to_nomad(job: Job) -> dict[str, Any]:
+    wire: dict[str, Any] = _nomad_keys(to_wire(job))
+    return wire
+
+
+def job_stub(job: Job, summary: dict[str, Any]) -> dict[str, Any]:
+    """Nomad's JobListStub."""
+    return {
+        "ID": job.id,
+        "ParentID": "",
+        "Name": job.name or job.id,
+        "Namespace": job.namespace,
+        "Datacenters": list(job.datacenters),
+        "NodePool": job.node_pool,
+        "Type": str(job.type),
+        "Priority": job.priority,
+        "Periodic": False,
+        "ParameterizedJob": False,
+        "Stop": job.stop,
+        "Status": str(job.status),
+        "StatusDescription": job.status_description,
+        "JobSummary": summary,
+        "Version": job.version,
+        "Stable": job.stable,
+        "CreateIndex": job.create_index,
+        "ModifyIndex": job.modify_index,
+        "JobModifyIndex": job.job_modify_index,
+        "SubmitTime": job.submit_time,
+    }
+
+
+_SUMMARY_FIELDS = {
+    ClientStatus.PENDING: "Starting",
+    ClientStatus.RUNNING: "Running",
+    ClientStatus.COMPLETE: "Complete",
+    ClientStatus.FAILED: "Failed",
+    ClientStatus.LOST: "Lost",
+    ClientStatus.UNKNOWN: "Unknown",
+}
+
+
+def job_summary(
+    job: Job, allocs: Iterable[Allocation], evals: Iterable[Evaluation]
+) -> dict[str, Any]:
+    """Nomad's JobSummary: allocations per group and client status; `Queued` is what the
+    latest blocked evaluation still waits to place."""
+    groups: dict[str, Counter[str]] = {tg.name: Counter() for tg in job.task_groups}
+    for alloc in allocs:
+        status = _SUMMARY_FIELDS.get(alloc.client_status)
+        if status is not None:
+            groups.setdefault(alloc.task_group, Counter())[status] += 1
+    latest: Evaluation | None = None
+    for ev in evals:
+        if latest is None or ev.modify_index > latest.modify_index:
+            latest = ev
+    queued = dict(latest.queued_allocations) if latest is not None else {}
+    summary = {
+        name: {
+            "Queued": queued.get(name, 0),
+            **{field: counts.get(field, 0) for field in _SUMMARY_FIELDS.values()},
+        }
+        for name, counts in groups.items()
+    }
+    return {
+        "JobID": job.id,
+        "Namespace": job.namespace,
+        "Summary": summary,
+        "Children": {"Pending": 0, "Running": 0, "Dead": 0},
+        "CreateIndex": job.create_index,
+        "ModifyIndex": job.modify_index,
+    }
+
+
+def allocated_resources(resources: AllocatedResources) -> dict[str, Any]:
+    """Nomad's nested AllocatedResources, with the summed task resources as one `Shared`
+    view plus per-device instance IDs."""
+    devices = [
+        {"Vendor": d.vendor, "Type": d.type, "Name": d.name, "DeviceIDs": list(d.device_ids)}
+        for d in resources.devices
+    ]
+    return {
+        "Tasks": {},
+        "Shared": {"DiskMB": resources.disk_mb},
+        "Flattened": {
+            "Cpu": {"CpuShares": resources.cpu},
+            "Memory": {"MemoryMB": resources.memory_mb},
+            "Devices": devices,
+        },
+    }
+
+
+def alloc_stub(alloc: Allocation, *, resources: bool = False) -> dict[str, Any]:
+    """Nomad's AllocListStub."""
+    stub: dict[str, Any] = {
+        "ID": alloc.id,
+        "EvalID": alloc.eval_id,
+        "Name": alloc.name,
+        "Namespace": alloc.namespace,
+        "NodeID": alloc.node_id,
+        "NodeName": alloc.node_name,
+        "JobID": alloc.job_id,
+        "JobVersion": alloc.job_version,
+        "TaskGroup": alloc.task_group,
+        "DesiredStatus": str(alloc.desired_status),
+        "DesiredDescription": alloc.desired_description,
+        "DesiredTransition": {"Migrate": alloc.desired_transition.migrate or None},
+        "ClientStatus": str(alloc.client_status),
+        "ClientDescription": alloc.client_description,
+        "PreviousAllocation": alloc.previous_allocation,
+        "NextAllocation": alloc.next_allocation,
+        "CreateIndex": alloc.create_index,
+        "ModifyIndex": alloc.modify_index,
+        "CreateTime": alloc.create_time,
+        "ModifyTime": alloc.modify_time,
+    }
+    if resources:
+        stub["AllocatedResources"] = allocated_resources(alloc.allocated_resources)
+    return stub
+
+
+def alloc_full(alloc: Allocation, job: Job | None) -> dict[str, Any]:
+    full: dict[str, Any] = to_wire(alloc)
+    full["AllocatedResources"] = allocated_resources(alloc.allocated_resources)
+    full["Job"] = job_to_nomad(job) if job is not None else None
+    return full
+
+
+def evaluation(ev: Evaluation) -> dict[str, Any]:
+    wire: dict[str, Any] = to_wire(ev)
+    return wire
+
+
+def node_resources(resources: NodeResources) -> dict[str, Any]:
+    return {
+        "Cpu": {"CpuShares": resources.cpu},
+        "Memory": {"MemoryMB": resources.memory_mb},
+        "Disk": {"DiskMB": resources.disk_mb},
+        "Devices": [
+            {
+                "Vendor": d.vendor,
+                "Type": d.type,
+                "Name": d.name,
+                "Attributes": dict(d.attributes),
+                "Instances": [{"ID": i.id, "Healthy": i.healthy} for i in d.instances],
+            }
+            for d in resources.devices
+        ],
+    }
+
+
+def _drivers(node: Node) -> dict[str, Any]:
+    return {
+        name: {"Detected": d.detected, "Healthy": d.healthy} for name, d in node.drivers.items()
+    }
+
+
+def node_stub(node: Node, *, resources: bool = False, os: bool = False) -> dict[str, Any]:
+    """Nomad's NodeListStub."""
+    stub: dict[str, Any] = {
+        "ID": node.id,
+        "Name": node.name,
+        "Address": node.attributes.get("unique.network.ip-address", ""),
+        "Datacenter": node.datacenter,
+        "NodeClass": node.node_class,
+        "NodePool": node.node_pool,
+        "Version": "drover",
+        "Drain": node.drain,
+        "SchedulingEligibility": str(node.scheduling_eligibility),
+        "Status": str(node.status),
+        "StatusDescription": node.status_description,
+        "Drivers": _drivers(node),
+        "CreateIndex": node.create_index,
+        "ModifyIndex": node.modify_index,
+    }
+    if resources:
+        stub["NodeResources"] = node_resources(node.node_resources)
+        stub["ReservedResources"] = to_wire(node.reserved_resources)
+    if os:
+        stub["Attributes"] = {"os.name": node.attributes.get("os.name", "")}
+    return stub
+
+
+def node_full(node: Node) -> dict[str, Any]:
+    full: dict[str, Any] = to_wire(node)
+    full["Drain"] = node.drain
+    full["Drivers"] = _drivers(node)
+    full["NodeResources"] = node_resources(node.node_resources)
+    full["DrainStrategy"] = (
+        {
+            "DrainSpec": {
+                "Deadline": int(node.drain_strategy.deadline_s * _NS),
+                "IgnoreSystemJobs": node.drain_strategy.ignore_system_jobs,
+            },
+            "StartedAt": node.drain_strategy.started_at,
+        }
+        if node.drain_strategy is not None
+        else None
+    )
+    return full

@@ -1,0 +1,108 @@
+"""The HTTP server: a threaded stdlib server in front of the API core.
+
+Each request runs on its own thread (blocking queries hold theirs while they wait). Bodies
+over `max_body_bytes` are refused with 413 before they are read; JSON answers carry Nomad's
+`X-Nomad-Index`, `X-Nomad-KnownLeader` and `X-Nomad-LastContact` headers; errors answer with
+their status and a one-line plain-text message, as Nomad does.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import orjson
+
+from actors.api.core import Api, ApiRequest, ApiResponse
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ADDR = "127.0.0.1:4646"
+MAX_BODY_BYTES = 8 * 1024 * 1024
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    host, sep, port = addr.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"http address: expected HOST:PORT, got {addr!r}")
+    return host or "127.0.0.1", int(port)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: ApiHttpServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+    def _serve(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > self.server.max_body_bytes:
+            self._send(
+                ApiResponse(
+                    413,
+                    f"request body too large: {length} bytes (limit {self.server.max_body_bytes})",
+                ),
+                close=True,
+            )
+            return
+        body = self.rfile.read(length) if length > 0 else b""
+        url = urlsplit(self.path)
+        request = ApiRequest(
+            method=self.command,
+            path=url.path,
+            query=dict(parse_qsl(url.query, keep_blank_values=True)),
+            body=body,
+            token=self.headers.get("X-Nomad-Token", ""),
+        )
+        self._send(self.server.api.handle(request))
+
+    do_GET = do_POST = do_PUT = do_DELETE = _serve
+
+    def _send(self, response: ApiResponse, close: bool = False) -> None:
+        if response.status >= 400 and isinstance(response.body, str):
+            payload, content_type = response.body.encode() + b"\n", "text/plain; charset=utf-8"
+        else:
+            payload, content_type = orjson.dumps(response.body), "application/json"
+        self.send_response(response.status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        if response.index is not None:
+            self.send_header("X-Nomad-Index", str(response.index))
+        self.send_header("X-Nomad-KnownLeader", "true")
+        self.send_header("X-Nomad-LastContact", "0")
+        if close:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+class ApiHttpServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, addr: str, api: Api, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+        super().__init__(parse_addr(addr), _Handler)
+        self.api = api
+        self.max_body_bytes = max_body_bytes
+        self._thread: threading.Thread | None = None
+
+    @property
+    def address(self) -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> ApiHttpServer:
+        self._thread = threading.Thread(target=self.serve_forever, name="drover-http", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.shutdown()
+        self.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)

@@ -1,0 +1,138 @@
+"""The API's backend over the running system: reads from a log replica of its own (as a Nomad
+server answers reads from its local state store), writes through the leader.
+
+A write returns once the replica has applied the write's index, so a client that writes and
+then reads through the same agent always sees its write. ACL tokens and fleet declarations
+are not cluster state (the leader never schedules on them); they live in Redis hashes of
+their own (`StreamNames.acl_tokens`, `StreamNames.fleets`), the bootstrap guarded by SETNX.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import orjson
+import redis
+
+from actors.agent.core import FleetSpec
+from actors.api.core import AclToken, ApiError
+from actors.runtime.replica import LogReplica
+from actors.state import StateReader
+from actors.streams.names import StreamNames
+from contracts.messages import LeaderRequest, LeaderResponse
+
+WRITE_VISIBLE_TIMEOUT_S = 30.0
+
+
+class FleetManager(Protocol):
+    def apply_fleet(self, spec: FleetSpec) -> int: ...
+
+    def fleets(self) -> Sequence[FleetSpec]: ...
+
+
+class ApiService:
+    def __init__(
+        self,
+        client: redis.Redis,
+        names: StreamNames,
+        send: Callable[[LeaderRequest], LeaderResponse],
+        *,
+        acl_enabled: bool = False,
+        leader_address: str = "127.0.0.1:4647",
+        fleet_manager: FleetManager | None = None,
+    ) -> None:
+        self.client = client
+        self.names = names
+        self.send = send
+        self.acl_enabled = acl_enabled
+        self._leader_address = leader_address
+        self.fleet_manager = fleet_manager
+        self.replica = LogReplica(client, names)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._tokens: dict[str, AclToken] = {}
+
+    def start(self) -> ApiService:
+        self.replica.load()
+        self._thread = threading.Thread(
+            target=self.replica.run, args=(self._stop,), name="drover-api-replica", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    # -- reads and writes ------------------------------------------------------------------------
+
+    def snapshot(self) -> StateReader:
+        return self.replica.snapshot()
+
+    def wait_after(self, index: int, timeout_s: float) -> None:
+        self.replica.wait_for(index + 1, timeout_s)
+
+    def write(self, request: LeaderRequest) -> LeaderResponse:
+        if not request.request_id:
+            request = _with_request_id(request)
+        response = self.send(request)
+        if response.ok and response.index:
+            self.replica.wait_for(response.index, WRITE_VISIBLE_TIMEOUT_S)
+        return response
+
+    def leader_address(self) -> str:
+        return self._leader_address
+
+    # -- ACL -------------------------------------------------------------------------------------
+
+    def resolve_token(self, secret_id: str) -> AclToken | None:
+        token = self._tokens.get(secret_id)
+        if token is None and secret_id:
+            raw = self.client.hget(self.names.acl_tokens, secret_id)
+            if raw is not None:
+                token = AclToken(**orjson.loads(raw))
+                self._tokens[secret_id] = token
+        return token
+
+    def bootstrap_acl(self, secret_id: str | None = None) -> AclToken:
+        token = AclToken(
+            accessor_id=str(uuid.uuid4()),
+            secret_id=secret_id or str(uuid.UUID(bytes=secrets.token_bytes(16))),
+            create_time=time.time_ns(),
+        )
+        if not self.client.set(self.names.acl_bootstrap, token.accessor_id, nx=True):
+            raise ApiError(400, "ACL bootstrap already done")
+        self.client.hset(self.names.acl_tokens, token.secret_id, orjson.dumps(_token_dict(token)))
+        return token
+
+    # -- fleets ----------------------------------------------------------------------------------
+
+    def apply_fleet(self, spec: FleetSpec) -> int:
+        if self.fleet_manager is None:
+            raise ApiError(400, "this agent hosts no simulated fleets (started without Ray)")
+        return self.fleet_manager.apply_fleet(spec)
+
+    def fleets(self) -> Sequence[FleetSpec]:
+        return self.fleet_manager.fleets() if self.fleet_manager is not None else ()
+
+
+def _token_dict(token: AclToken) -> dict[str, Any]:
+    return {
+        "accessor_id": token.accessor_id,
+        "secret_id": token.secret_id,
+        "name": token.name,
+        "type": token.type,
+        "create_time": token.create_time,
+    }
+
+
+def _with_request_id(request: LeaderRequest) -> LeaderRequest:
+    import dataclasses
+
+    return dataclasses.replace(request, request_id=str(uuid.uuid4()))

@@ -1,0 +1,133 @@
+"""The `drover` command line, following Nomad's.
+
+`drover agent -dev` runs the whole system and serves the HTTP API; every other command talks
+to that API at `DROVER_ADDR` (default http://127.0.0.1:4646) with the token `DROVER_TOKEN`.
+Flags take one dash as in Nomad (`-json`); two dashes work too. Errors go to stderr as one
+line naming what was wrong and where, with a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from launch.cli import cluster, job
+from launch.cli.client import ApiClient, CliError
+from launch.cli.output import error
+
+
+def _flag(parser: argparse.ArgumentParser, name: str, **kwargs: Any) -> None:
+    """A Nomad-style `-flag` that also answers to `--flag`."""
+    parser.add_argument(name, "-" + name, **kwargs)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from launch.demo import run_demo
+
+    return run_demo(nodes=args.nodes, workers=args.workers, seed=args.seed)
+
+
+def _agent(args: argparse.Namespace) -> int:
+    if not args.dev:
+        raise CliError("agent: only -dev mode is available so far", code=2)
+    import signal
+    import threading
+    import time
+    from pathlib import Path
+
+    from actors.agent.core import FleetSpec
+    from launch.system import DroverSystem, SystemConfig
+
+    started = time.monotonic()
+    config = SystemConfig(
+        data_dir=Path(args.data_dir),
+        redis_url=args.redis_url,
+        ray_address=args.ray_address,
+        workers=args.workers,
+        fleets=[
+            FleetSpec(
+                name="dev",
+                count=args.nodes,
+                cpu_mhz=4000,
+                memory_mb=8192,
+                disk_mb=50_000,
+                drivers=("mock", "raw_exec"),
+            )
+        ]
+        if args.nodes
+        else [],
+        real_agents=True,
+        raw_exec=True,  # as in Nomad's -dev mode
+        http_addr=args.http_addr,
+        acl_enabled=args.acl_enabled,
+        acl_bootstrap_token=args.acl_bootstrap_token,
+    )
+    system = DroverSystem(config)
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        system.start()
+        nodes = len(system.client()._read("nodes"))
+        print(
+            f"drover agent -dev started in {time.monotonic() - started:.1f}s: "
+            f"API {system.http_address}, redis {system.redis_url}, "
+            f"{len(system.workers)} scheduler workers, {len(system.agents)} client agents, "
+            f"{nodes} nodes. Ctrl-C stops it.",
+            flush=True,
+        )
+        stop.wait()
+    finally:
+        print("drover: shutting down", flush=True)
+        system.stop()
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="drover", description="A Nomad-style cluster scheduler.")
+    _flag(parser, "-address", default=None, help="API address (default: $DROVER_ADDR)")
+    _flag(parser, "-token", default=None, help="ACL token (default: $DROVER_TOKEN)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    demo = commands.add_parser("demo", help="run the system on a simulated fleet and report")
+    _flag(demo, "-nodes", type=int, default=40)
+    _flag(demo, "-workers", type=int, default=4)
+    _flag(demo, "-seed", type=int, default=1)
+    demo.set_defaults(handler=_demo, needs_client=False)
+
+    agent = commands.add_parser("agent", help="run drover (-dev: everything in one process tree)")
+    _flag(agent, "-dev", action="store_true", help="development mode")
+    _flag(agent, "-data-dir", default=".drover-data")
+    _flag(agent, "-http-addr", default="127.0.0.1:4646", help="API address (loopback by default)")
+    _flag(agent, "-redis-url", default=None, help="default: embedded")
+    _flag(agent, "-ray-address", default=None, help="default: local Ray")
+    _flag(agent, "-workers", type=int, default=None, help="default: CPUs")
+    _flag(agent, "-nodes", type=int, default=3, help="simulated dev nodes")
+    _flag(agent, "-acl-enabled", action="store_true", help="require X-Nomad-Token")
+    _flag(agent, "-acl-bootstrap-token", default=None, help="issue this management token")
+    agent.set_defaults(handler=_agent, needs_client=False)
+
+    job.add_parser(commands, _flag)
+    cluster.add_parsers(commands, _flag)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.needs_client:
+            code: int = args.handler(args, ApiClient(args.address, args.token))
+        else:
+            code = args.handler(args)
+    except CliError as exc:
+        error(str(exc))
+        return exc.code
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

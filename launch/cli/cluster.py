@@ -1,0 +1,300 @@
+"""`drover node ...`, `drover alloc status`, `drover eval ...` and `drover fleet ...`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import yaml
+
+from launch.cli.client import ApiClient, CliError, segment
+from launch.cli.output import ago, date, key_values, print_json, short, table
+
+# -- nodes ----------------------------------------------------------------------------------------
+
+
+def node_status(args: argparse.Namespace, client: ApiClient) -> int:
+    if not args.node:
+        nodes = client.get("/v1/nodes", resources="true")
+        if args.json:
+            print_json(nodes)
+            return 0
+        print(
+            table(
+                ["ID", "Node Pool", "DC", "Name", "Class", "Drain", "Eligibility", "Status"],
+                [
+                    (
+                        short(n["ID"]),
+                        n["NodePool"],
+                        n["Datacenter"],
+                        n["Name"],
+                        n["NodeClass"] or "<none>",
+                        str(n["Drain"]).lower(),
+                        n["SchedulingEligibility"],
+                        n["Status"],
+                    )
+                    for n in nodes
+                ],
+            )
+        )
+        return 0
+    node_id = client.resolve("node", args.node)
+    node = client.get(f"/v1/node/{segment(node_id)}")
+    allocs = client.get(f"/v1/node/{segment(node_id)}/allocations")
+    if args.json:
+        print_json({"Node": node, "Allocations": allocs})
+        return 0
+    resources = node["NodeResources"]
+    print(
+        key_values(
+            [
+                ("ID", node["ID"]),
+                ("Name", node["Name"]),
+                ("Node Pool", node["NodePool"]),
+                ("Class", node["NodeClass"] or "<none>"),
+                ("DC", node["Datacenter"]),
+                ("Drain", str(node["Drain"]).lower()),
+                ("Eligibility", node["SchedulingEligibility"]),
+                ("Status", node["Status"]),
+                ("CPU", f"{resources['Cpu']['CpuShares']} MHz"),
+                ("Memory", f"{resources['Memory']['MemoryMB']} MiB"),
+                ("Devices", sum(len(d["Instances"]) for d in resources["Devices"])),
+            ]
+        )
+    )
+    live = [a for a in allocs if a["DesiredStatus"] == "run"]
+    print("\nAllocations")
+    print(
+        table(
+            ["ID", "Job ID", "Task Group", "Version", "Desired", "Status", "Created"],
+            [
+                (
+                    short(a["ID"]),
+                    a["JobID"],
+                    a["TaskGroup"],
+                    a["JobVersion"],
+                    a["DesiredStatus"],
+                    a["ClientStatus"],
+                    ago(a["CreateTime"]),
+                )
+                for a in live
+            ],
+        )
+        if live
+        else "No allocations placed"
+    )
+    return 0
+
+
+def _enable_disable(args: argparse.Namespace) -> bool:
+    if args.enable == args.disable:
+        raise CliError("exactly one of -enable and -disable is required")
+    return bool(args.enable)
+
+
+def node_drain(args: argparse.Namespace, client: ApiClient) -> int:
+    enable = _enable_disable(args)
+    node_id = client.resolve("node", args.node)
+    spec = (
+        {"Deadline": int(args.deadline * 1e9), "IgnoreSystemJobs": args.ignore_system}
+        if enable
+        else None
+    )
+    reply = client.post(
+        f"/v1/node/{segment(node_id)}/drain",
+        {"NodeID": node_id, "DrainSpec": spec, "MarkEligible": not enable},
+    )
+    verb = "enabled" if enable else "disabled"
+    print(f'Node "{short(node_id)}" drain strategy {verb}')
+    for eval_id in reply.get("EvalIDs") or ():
+        print(f'    Evaluation "{short(eval_id)}" migrates its allocations')
+    return 0
+
+
+def node_eligibility(args: argparse.Namespace, client: ApiClient) -> int:
+    enable = _enable_disable(args)
+    node_id = client.resolve("node", args.node)
+    value = "eligible" if enable else "ineligible"
+    client.post(f"/v1/node/{segment(node_id)}/eligibility", {"Eligibility": value})
+    print(f'Node "{short(node_id)}" scheduling eligibility set: {value} for scheduling')
+    return 0
+
+
+# -- allocations and evaluations -------------------------------------------------------------------
+
+
+def alloc_status(args: argparse.Namespace, client: ApiClient) -> int:
+    alloc_id = client.resolve("alloc", args.alloc)
+    alloc = client.get(f"/v1/allocation/{segment(alloc_id)}")
+    if args.json:
+        print_json(alloc)
+        return 0
+    flat = alloc["AllocatedResources"]["Flattened"]
+    print(
+        key_values(
+            [
+                ("ID", alloc["ID"]),
+                ("Eval ID", short(alloc["EvalID"])),
+                ("Name", alloc["Name"]),
+                ("Node ID", short(alloc["NodeID"])),
+                ("Node Name", alloc["NodeName"]),
+                ("Job ID", alloc["JobID"]),
+                ("Job Version", alloc["JobVersion"]),
+                ("Client Status", alloc["ClientStatus"]),
+                ("Client Description", alloc["ClientDescription"] or "<none>"),
+                ("Desired Status", alloc["DesiredStatus"]),
+                ("Desired Description", alloc["DesiredDescription"] or "<none>"),
+                ("Created", ago(alloc["CreateTime"])),
+                ("Modified", ago(alloc["ModifyTime"])),
+                ("CPU", f"{flat['Cpu']['CpuShares']} MHz"),
+                ("Memory", f"{flat['Memory']['MemoryMB']} MiB"),
+            ]
+        )
+    )
+    return 0
+
+
+def eval_list(args: argparse.Namespace, client: ApiClient) -> int:
+    evals = client.get("/v1/evaluations", namespace="*")
+    if args.json:
+        print_json(evals)
+        return 0
+    print(
+        table(
+            ["ID", "Priority", "Triggered By", "Job ID", "Node ID", "Status", "Placement Failures"],
+            [
+                (
+                    short(e["ID"]),
+                    e["Priority"],
+                    e["TriggeredBy"],
+                    e["JobID"],
+                    short(e["NodeID"]) or "<none>",
+                    e["Status"],
+                    str(bool(e.get("FailedTGAllocs"))).lower(),
+                )
+                for e in evals
+            ],
+        )
+        if evals
+        else "No evals found"
+    )
+    return 0
+
+
+def eval_status(args: argparse.Namespace, client: ApiClient) -> int:
+    eval_id = client.resolve("eval", args.eval)
+    ev = client.get(f"/v1/evaluation/{segment(eval_id)}")
+    if args.json:
+        print_json(ev)
+        return 0
+    print(
+        key_values(
+            [
+                ("ID", ev["ID"]),
+                ("Create Time", date(ev["CreateTime"])),
+                ("Modify Time", date(ev["ModifyTime"])),
+                ("Status", ev["Status"]),
+                ("Status Description", ev["StatusDescription"] or "<none>"),
+                ("Type", ev["Type"]),
+                ("TriggeredBy", ev["TriggeredBy"]),
+                ("Job ID", ev["JobID"]),
+                ("Priority", ev["Priority"]),
+                ("Placement Failures", str(bool(ev.get("FailedTGAllocs"))).lower()),
+                ("Blocked Eval", short(ev["BlockedEval"]) or "<none>"),
+            ]
+        )
+    )
+    return 0
+
+
+# -- fleets -------------------------------------------------------------------------------------
+
+
+def fleet_apply(args: argparse.Namespace, client: ApiClient) -> int:
+    try:
+        with open(args.file, encoding="utf-8") as handle:
+            declared: Any = yaml.safe_load(handle)
+    except OSError as exc:
+        raise CliError(f"{args.file}: {exc.strerror or exc}") from None
+    except yaml.YAMLError as exc:
+        raise CliError(f"{args.file}: invalid YAML: {exc}".replace("\n", " ")) from None
+    if not isinstance(declared, dict):
+        raise CliError(f"{args.file}: expected a fleet mapping (type: fleet, name: ..., nodes: N)")
+    try:
+        reply = client.post("/v1/fleets", {"Fleet": declared})
+    except CliError as exc:
+        raise CliError(f"{args.file}: {exc}") from None
+    print(f'Fleet "{reply["Name"]}" applied: {reply["Nodes"]} nodes')
+    return 0
+
+
+def fleet_status(args: argparse.Namespace, client: ApiClient) -> int:
+    fleets = client.get("/v1/fleets")
+    if args.json:
+        print_json(fleets)
+        return 0
+    if not fleets:
+        print("No fleets declared")
+        return 0
+    print(
+        table(
+            ["Name", "Nodes", "Ready", "Down", "CPU", "Memory", "GPUs", "DC", "Class", "Allocs"],
+            [
+                (
+                    f["Name"],
+                    f["Nodes"],
+                    f["Ready"],
+                    f["Down"],
+                    f"{f['CPU']} MHz",
+                    f"{f['MemoryMB']} MiB",
+                    f"{f['GPUs']} {f['GPUModel']}".strip(),
+                    f["Datacenter"],
+                    f["NodeClass"] or "<none>",
+                    f["Allocs"],
+                )
+                for f in fleets
+            ],
+        )
+    )
+    return 0
+
+
+def add_parsers(commands: Any, flag: Any) -> None:
+    def group(name: str, help_text: str) -> Any:
+        return commands.add_parser(name, help=help_text).add_subparsers(
+            dest=f"{name}_command", required=True
+        )
+
+    def cmd(sub: Any, name: str, handler: Any, help_text: str, json: bool = False) -> Any:
+        p = sub.add_parser(name, help=help_text)
+        p.set_defaults(handler=handler, needs_client=True)
+        if json:
+            flag(p, "-json", action="store_true", help="print JSON")
+        return p
+
+    node = group("node", "client nodes")
+    p = cmd(node, "status", node_status, "list nodes, or show one", json=True)
+    p.add_argument("node", nargs="?")
+    for name, handler in (("drain", node_drain), ("eligibility", node_eligibility)):
+        p = cmd(node, name, handler, f"toggle a node's {name}")
+        flag(p, "-enable", action="store_true")
+        flag(p, "-disable", action="store_true")
+        if name == "drain":
+            flag(p, "-deadline", type=float, default=3600.0, help="seconds (default 1h)")
+            flag(p, "-ignore-system", action="store_true", help="leave system jobs running")
+            flag(p, "-yes", action="store_true", help="accepted for Nomad compatibility")
+        p.add_argument("node")
+
+    alloc = group("alloc", "allocations")
+    p = cmd(alloc, "status", alloc_status, "show an allocation", json=True)
+    p.add_argument("alloc")
+
+    evals = group("eval", "evaluations")
+    cmd(evals, "list", eval_list, "list evaluations", json=True)
+    p = cmd(evals, "status", eval_status, "show an evaluation", json=True)
+    p.add_argument("eval")
+
+    fleet = group("fleet", "simulated fleets")
+    p = cmd(fleet, "apply", fleet_apply, "declare a simulated fleet from a YAML file")
+    p.add_argument("file")
+    cmd(fleet, "status", fleet_status, "list the declared fleets", json=True)

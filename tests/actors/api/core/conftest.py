@@ -1,0 +1,115 @@
+"""An in-memory backend for the API core: a state store written by the real leader core, with
+the real scheduler run on demand — the API is exercised without Ray, Redis or sockets."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+import pytest
+
+from actors.agent.core import FleetSpec, simulated_nodes
+from actors.api.core import AclToken, Api, ApiError, ApiRequest, ApiResponse
+from actors.leader.core.inprocess_planner import InProcessPlanner
+from actors.leader.core.leader import LeaderCore
+from actors.state import StateReader, StateStore
+from actors.worker.core.scheduler import new_scheduler
+from contracts import EvalStatus
+from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
+
+
+class MemoryBackend:
+    def __init__(self, acl_enabled: bool = False) -> None:
+        self.acl_enabled = acl_enabled
+        self.store = StateStore()
+        ids = (f"id-{n:04d}" for n in itertools.count())
+        self.core = LeaderCore(self.store, now_ns=lambda: 1_000, new_id=lambda: next(ids))
+        self.tokens: dict[str, AclToken] = {}
+        self.declared: dict[str, FleetSpec] = {}
+        self.changed = threading.Condition()
+
+    def snapshot(self) -> StateReader:
+        return self.store.snapshot()
+
+    def wait_after(self, index: int, timeout_s: float) -> None:
+        with self.changed:
+            self.changed.wait_for(lambda: self.store.latest_index() > index, timeout_s)
+
+    def write(self, request: LeaderRequest) -> LeaderResponse:
+        decision = self.core.handle(request)
+        assert decision.response is not None
+        index = 0
+        for change in decision.changes:
+            index = self.store.commit(change)
+        with self.changed:
+            self.changed.notify_all()
+        job_modify_index = (
+            decision.job_write.reply_job_modify_index(index) if decision.job_write else 0
+        )
+        return dataclasses.replace(
+            decision.response, index=index, job_modify_index=job_modify_index
+        )
+
+    def leader_address(self) -> str:
+        return "127.0.0.1:4647"
+
+    def resolve_token(self, secret_id: str) -> AclToken | None:
+        return self.tokens.get(secret_id)
+
+    def bootstrap_acl(self) -> AclToken:
+        if self.tokens:
+            raise ApiError(400, "ACL bootstrap already done")
+        token = AclToken("accessor-1", "secret-1")
+        self.tokens[token.secret_id] = token
+        return token
+
+    def apply_fleet(self, spec: FleetSpec) -> int:
+        self.declared[spec.name] = spec
+        self.write(LeaderRequest(RequestKind.UPSERT_NODES, nodes=tuple(simulated_nodes(spec))))
+        return spec.count
+
+    def fleets(self) -> Sequence[FleetSpec]:
+        return list(self.declared.values())
+
+    def schedule_pending(self) -> None:
+        """Run every pending eval through the real scheduler (what the workers do)."""
+        for ev in list(self.store.evals()):
+            if ev.status is EvalStatus.PENDING:
+                ids = (f"{ev.id}-alloc-{n}" for n in itertools.count())
+                new_scheduler(
+                    ev.type,
+                    self.store.snapshot(),
+                    InProcessPlanner(self.store),
+                    now_ns=lambda: 2_000,
+                    new_id=ids.__next__,
+                ).process(ev)
+
+
+class Client:
+    """Calls the API core the way the HTTP server does."""
+
+    def __init__(self, api: Api, token: str = "") -> None:
+        self.api = api
+        self.token = token
+
+    def __call__(self, method: str, path: str, body: Any = None, **query: Any) -> ApiResponse:
+        raw = body if isinstance(body, bytes) else (orjson.dumps(body) if body is not None else b"")
+        return self.api.handle(
+            ApiRequest(method, path, {k: str(v) for k, v in query.items()}, raw, self.token)
+        )
+
+
+@pytest.fixture
+def backend() -> MemoryBackend:
+    b = MemoryBackend()
+    b.apply_fleet(FleetSpec(name="sim", count=4, cpu_mhz=4000, memory_mb=8192))
+    return b
+
+
+@pytest.fixture
+def call(backend: MemoryBackend) -> Client:
+    return Client(Api(backend))
