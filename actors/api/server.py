@@ -41,6 +41,14 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         if length > self.server.max_body_bytes:
+            # Read and drop the body in chunks (memory stays bounded) so that a client still
+            # sending it gets the 413 instead of a broken pipe; past 4x the limit, just close.
+            remaining = length if length <= 4 * self.server.max_body_bytes else 0
+            while remaining > 0:
+                chunk = self.rfile.read(min(remaining, 1 << 16))
+                if not chunk:
+                    break
+                remaining -= len(chunk)
             self._send(
                 ApiResponse(
                     413,

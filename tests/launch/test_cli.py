@@ -41,15 +41,21 @@ def test_validate_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str
 def test_agent_dev_starts_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     """`drover agent -dev` brings the system up on the embedded defaults, and Ctrl-C stops
     the actors, Ray and the Redis server it started."""
+    import re
     import signal
     import subprocess
     import sys
     import time
+    import urllib.request
 
     data_dir = tmp_path / "dev"
     root = Path(__file__).resolve().parents[2]
     process = subprocess.Popen(
-        [sys.executable, "-m", "launch.cli", "agent", "-dev", "-data-dir", str(data_dir)],
+        [
+            sys.executable,
+            *("-m", "launch.cli", "agent", "-dev", "-data-dir", str(data_dir)),
+            *("-http-addr", "127.0.0.1:0"),
+        ],
         cwd=root,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -66,6 +72,11 @@ def test_agent_dev_starts_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
                 break
         assert any("drover agent -dev started in" in line for line in lines), "".join(lines)
         assert (data_dir / "redis" / "redis.sock").exists()
+        started = next(line for line in lines if "started in" in line)
+        api = re.search(r"API (http://[\d.]+:\d+)", started)
+        assert api is not None, started
+        with urllib.request.urlopen(api.group(1) + "/v1/status/leader", timeout=10) as reply:
+            assert reply.status == 200
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=60) == 0
         assert not (data_dir / "redis" / "redis.sock").exists()
