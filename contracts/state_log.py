@@ -15,8 +15,9 @@ from typing import Any, TypeAlias
 import orjson
 
 from contracts.alloc_batch import compact_allocs, expand_allocs
-from contracts.allocation import Allocation, ClientStatus
+from contracts.allocation import CLIENT_TERMINAL, Allocation, ClientStatus
 from contracts.codec import CodecError, describe, from_wire, to_wire
+from contracts.copying import replacer
 from contracts.evaluation import Evaluation
 from contracts.job import Job
 from contracts.node import Node
@@ -149,7 +150,12 @@ class LogEntry:
 
 def encode_entry(entry: LogEntry) -> bytes:
     change = entry.change
-    wire = _compact_allocs(change) if isinstance(change, UpsertAllocs) else to_wire(change)
+    if isinstance(change, UpsertAllocs):
+        wire = _compact_allocs(change)
+    elif isinstance(change, UpdateAllocsClientStatus):
+        wire = _compact_updates(change)
+    else:
+        wire = to_wire(change)
     data = {"Index": entry.index, "Term": entry.term, "Type": type(change).__name__, "Change": wire}
     if entry.request_id:
         data["RequestID"] = entry.request_id
@@ -171,14 +177,89 @@ def _expand_allocs(wire: Any, path: str) -> UpsertAllocs:
     return UpsertAllocs(allocs=allocs, evals=evals)
 
 
+# Client reports in the log, grouped like allocations: an agent's batch shares its status,
+# description and time, so each run of updates that share them is sent as one group whose
+# rows are just [AllocID, NodeID]. Runs keep the updates' order. Decoding copies a prototype
+# per row (cheap), and followers that only act on terminal reports (the broker, the agents)
+# can leave the other groups undecoded.
+_UPDATE_GROUP_KEYS = frozenset({"ClientStatus", "ClientDescription", "ModifyTime", "Rows"})
+_update_from_row = replacer(AllocClientUpdate, "alloc_id", "node_id")
+_CLIENT_TERMINAL_VALUES = frozenset(s.value for s in CLIENT_TERMINAL)
+
+
+def _compact_updates(change: UpdateAllocsClientStatus) -> dict[str, Any]:
+    groups: list[dict[str, Any]] = []
+    rows: list[list[str]] = []
+    key: tuple[ClientStatus, str, int] | None = None
+    for u in change.updates:
+        k = (u.client_status, u.client_description, u.modify_time)
+        if k != key:
+            key = k
+            rows = []
+            groups.append(
+                {
+                    "ClientStatus": u.client_status.value,
+                    "ClientDescription": u.client_description,
+                    "ModifyTime": u.modify_time,
+                    "Rows": rows,
+                }
+            )
+        rows.append([u.alloc_id, u.node_id])
+    return {"UpdateGroups": groups}
+
+
+def _expand_updates(wire: Any, path: str, terminal_only: bool) -> UpdateAllocsClientStatus:
+    if not isinstance(wire, dict) or set(wire) != {"UpdateGroups"}:
+        raise CodecError(path, "expected an object with UpdateGroups")
+    groups = wire["UpdateGroups"]
+    if not isinstance(groups, list):
+        raise CodecError(f"{path}.UpdateGroups", f"expected a list, got {describe(groups)}")
+    updates: list[AllocClientUpdate] = []
+    for g, group in enumerate(groups):
+        where = f"{path}.UpdateGroups[{g}]"
+        if not isinstance(group, dict) or set(group) != _UPDATE_GROUP_KEYS:
+            raise CodecError(
+                where, f"expected an object with {', '.join(sorted(_UPDATE_GROUP_KEYS))}"
+            )
+        if terminal_only and group["ClientStatus"] not in _CLIENT_TERMINAL_VALUES:
+            continue
+        proto = AllocClientUpdate(
+            alloc_id="",
+            client_status=from_wire(ClientStatus, group["ClientStatus"], f"{where}.ClientStatus"),
+            client_description=from_wire(
+                str, group["ClientDescription"], f"{where}.ClientDescription"
+            ),
+            modify_time=from_wire(int, group["ModifyTime"], f"{where}.ModifyTime"),
+        )
+        rows = group["Rows"]
+        if type(rows) is not list:
+            raise CodecError(f"{where}.Rows", f"expected a list, got {describe(rows)}")
+        for r, row in enumerate(rows):
+            if (
+                type(row) is not list
+                or len(row) != 2
+                or type(row[0]) is not str
+                or type(row[1]) is not str
+            ):
+                raise CodecError(
+                    f"{where}.Rows[{r}]", f"expected [AllocID, NodeID] strings, got {describe(row)}"
+                )
+            updates.append(_update_from_row(proto, row[0], row[1]))
+    return UpdateAllocsClientStatus(tuple(updates))
+
+
 _ENTRY_KEYS = ("Index", "Term", "Type", "Change")
 
 
-def decode_entry(raw: bytes | str, *, skip_allocs: bool = False) -> LogEntry:
+def decode_entry(
+    raw: bytes | str, *, skip_allocs: bool = False, terminal_updates_only: bool = False
+) -> LogEntry:
     """Parse and validate an entry; raises CodecError naming the JSON path of a bad field.
 
     skip_allocs: leave out UpsertAllocs' allocation records (their evaluations are kept),
-    for followers that do not track allocations and should not pay to decode them."""
+    for followers that do not track allocations and should not pay to decode them.
+    terminal_updates_only: keep only the client reports of a terminal status (complete,
+    failed, lost) in UpdateAllocsClientStatus, for followers that act on nothing else."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -206,7 +287,17 @@ def decode_entry(raw: bytes | str, *, skip_allocs: bool = False) -> LogEntry:
         cls is UpsertAllocs and isinstance(data["Change"], dict) and "AllocGroups" in data["Change"]
     ):
         change = _expand_allocs(data["Change"], "$.Change")
+    elif (
+        cls is UpdateAllocsClientStatus
+        and isinstance(data["Change"], dict)
+        and "UpdateGroups" in data["Change"]
+    ):
+        change = _expand_updates(data["Change"], "$.Change", terminal_updates_only)
     else:
         change = from_wire(cls, data["Change"], "$.Change")
+        if terminal_updates_only and isinstance(change, UpdateAllocsClientStatus):
+            change = UpdateAllocsClientStatus(
+                tuple(u for u in change.updates if u.client_status in CLIENT_TERMINAL)
+            )
     request_id = from_wire(str, data.get("RequestID", ""), "$.RequestID")
     return LogEntry(index=index, term=term, change=change, request_id=request_id)

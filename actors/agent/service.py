@@ -16,6 +16,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 import redis
 
@@ -27,7 +28,13 @@ from actors.streams import StreamBus
 from actors.streams.names import StreamNames
 from contracts import CLIENT_TERMINAL, Node
 from contracts.messages import LeaderRequest, RequestKind
-from contracts.state_log import LogEntry, UpdateAllocsClientStatus, UpsertAllocs, UpsertEvals
+from contracts.state_log import (
+    LogEntry,
+    UpdateAllocsClientStatus,
+    UpsertAllocs,
+    UpsertEvals,
+    decode_entry,
+)
 
 log = logging.getLogger(__name__)
 
@@ -60,9 +67,15 @@ class AgentService:
         self.clock = clock
         self.lock = threading.Lock()
         # The agent needs job versions (to find tasks) from its store; allocation records go
-        # straight from the log to the client core, so the store skips them.
+        # straight from the log to the client core, so the store skips them. Of the client
+        # reports coming back it only uses terminal ones, so only those are decoded.
         self.replica = LogReplica(
-            client, names, store=StateStore(), listener=self._on_entry, reduce=_without_allocs
+            client,
+            names,
+            store=StateStore(),
+            listener=self._on_entry,
+            decode=partial(decode_entry, terminal_updates_only=True),
+            reduce=_without_allocs,
         )
         self.stats = {"updates": 0, "heartbeats": 0}
 

@@ -65,13 +65,14 @@ class BrokerService:
             self.broker, self.blocked, new_id=lambda: str(uuid.uuid4()), now_ns=time.time_ns
         )
         self.lock = threading.RLock()  # the replica thread and the loop share the cores
-        # The broker follows evals and nodes; allocations are never decoded here.
+        # The broker follows evals and nodes; allocations are never decoded here, and of the
+        # client reports only terminal ones (they free capacity) are.
         self.replica = LogReplica(
             client,
             names,
             store=StateStore(),
             listener=self._on_entry,
-            decode=partial(decode_entry, skip_allocs=True),
+            decode=partial(decode_entry, skip_allocs=True, terminal_updates_only=True),
         )
         self._writes: list[Evaluation] = []
         self.stats = {"delivered": 0, "acked": 0, "nacked": 0, "stale_acks": 0}

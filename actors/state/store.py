@@ -28,7 +28,7 @@ from actors.state.job_status import JobActivity, compute_job_status
 from actors.state.reader import JobKey, TableReader
 from actors.state.usage import NodeUsage, UsageTable
 from actors.state.versions import add_version, replace_version
-from contracts.allocation import Allocation, ClientStatus
+from contracts.allocation import CLIENT_TERMINAL, Allocation, ClientStatus
 from contracts.copying import replacer
 from contracts.evaluation import EvalStatus, Evaluation
 from contracts.job import Job
@@ -449,14 +449,29 @@ class StateStore(TableReader):
             self._touch("allocs", index)
 
     def _apply_client_updates(self, change: UpdateAllocsClientStatus, index: int) -> None:
+        allocs = self._allocs
+        dirty = self._dirty
+        touched = False
         for update in change.updates:
-            old = self._allocs.get(update.alloc_id)
+            slot = allocs.slot(update.alloc_id)
+            old = allocs.get_at(slot, update.alloc_id)
             if old is None:
                 continue
+            touched = True
             new = _client_update(
                 old, update.client_status, update.client_description, index, update.modify_time
             )
-            self._write_alloc(old, new)
+            if (
+                update.client_status not in CLIENT_TERMINAL
+                and old.client_status not in CLIENT_TERMINAL
+            ):
+                # The common report (pending -> running): the allocation stays live where it
+                # is, so usage, indexes and live counters are unchanged.
+                allocs.set_at(slot, new.id, new)
+                dirty.setdefault((new.namespace, new.job_id), False)
+            else:
+                self._write_alloc(old, new, slot)
+        if touched:
             self._touch("allocs", index)
 
     def _write_alloc(self, old: Allocation | None, new: Allocation, slot: int = -1) -> None:

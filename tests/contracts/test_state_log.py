@@ -1,0 +1,89 @@
+"""The state log's compact form of client reports (UpdateAllocsClientStatus)."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from contracts import ClientStatus
+from contracts.codec import CodecError, to_wire
+from contracts.state_log import (
+    AllocClientUpdate,
+    LogEntry,
+    UpdateAllocsClientStatus,
+    decode_entry,
+    encode_entry,
+)
+
+RUNNING = "Tasks are running"
+
+
+def reports() -> UpdateAllocsClientStatus:
+    return UpdateAllocsClientStatus(
+        (
+            AllocClientUpdate("a1", ClientStatus.RUNNING, RUNNING, 10, "n1"),
+            AllocClientUpdate("a2", ClientStatus.RUNNING, RUNNING, 10, "n2"),
+            AllocClientUpdate("a3", ClientStatus.COMPLETE, "done", 10, "n1"),
+            AllocClientUpdate("a4", ClientStatus.RUNNING, RUNNING, 10, ""),
+            AllocClientUpdate("a5", ClientStatus.FAILED, "boom", 11, "n3"),
+        )
+    )
+
+
+def test_client_reports_round_trip_in_order_grouped_by_runs() -> None:
+    entry = LogEntry(4, 2, reports(), request_id="r1")
+    raw = encode_entry(entry)
+    groups = orjson.loads(raw)["Change"]["UpdateGroups"]
+    # Runs of equal status, description and time share one group; order is kept.
+    assert [(g["ClientStatus"], len(g["Rows"])) for g in groups] == [
+        ("running", 2),
+        ("complete", 1),
+        ("running", 1),
+        ("failed", 1),
+    ]
+    assert decode_entry(raw) == entry
+
+
+def test_followers_can_decode_only_terminal_reports() -> None:
+    entry = LogEntry(4, 2, reports())
+    change = decode_entry(encode_entry(entry), terminal_updates_only=True).change
+    assert isinstance(change, UpdateAllocsClientStatus)
+    assert [u.alloc_id for u in change.updates] == ["a3", "a5"]
+    # The plain (older) form is filtered the same way.
+    plain = {
+        "Index": 4,
+        "Term": 2,
+        "Type": "UpdateAllocsClientStatus",
+        "Change": to_wire(reports()),
+    }
+    change = decode_entry(orjson.dumps(plain), terminal_updates_only=True).change
+    assert isinstance(change, UpdateAllocsClientStatus)
+    assert [u.alloc_id for u in change.updates] == ["a3", "a5"]
+
+
+def test_plain_client_report_entries_are_still_accepted() -> None:
+    plain = {
+        "Index": 4,
+        "Term": 2,
+        "Type": "UpdateAllocsClientStatus",
+        "Change": to_wire(reports()),
+    }
+    assert decode_entry(orjson.dumps(plain)) == LogEntry(4, 2, reports())
+
+
+def test_compact_client_reports_are_validated_with_their_path() -> None:
+    data = orjson.loads(encode_entry(LogEntry(1, 0, reports())))
+    data["Change"]["UpdateGroups"][1]["Rows"][0] = ["a3", 7]
+    with pytest.raises(CodecError, match=r"\$\.Change\.UpdateGroups\[1\]\.Rows\[0\]: expected"):
+        decode_entry(orjson.dumps(data))
+    data = orjson.loads(encode_entry(LogEntry(1, 0, reports())))
+    data["Change"]["UpdateGroups"][0]["ClientStatus"] = "sleeping"
+    with pytest.raises(CodecError, match=r"UpdateGroups\[0\]\.ClientStatus: expected one of"):
+        decode_entry(orjson.dumps(data))
+    data = orjson.loads(encode_entry(LogEntry(1, 0, reports())))
+    del data["Change"]["UpdateGroups"][2]["ModifyTime"]
+    with pytest.raises(CodecError, match=r"UpdateGroups\[2\]: expected an object with"):
+        decode_entry(orjson.dumps(data))
+    data["Change"] = {"UpdateGroups": {}}
+    with pytest.raises(CodecError, match=r"\$\.Change\.UpdateGroups: expected a list"):
+        decode_entry(orjson.dumps(data))
