@@ -1,4 +1,4 @@
-"""`drover demo` (the README's first command) end to end, through the real schedulers."""
+"""`drover demo` (the README's first command): the real system, driven through its API."""
 
 from __future__ import annotations
 
@@ -16,33 +16,43 @@ def output() -> str:
     """One demo run shared by the module's tests."""
     buffer = io.StringIO()
     with contextlib.redirect_stdout(buffer):
-        assert run_demo(nodes=40, workers=4, seed=1) == 0
+        assert run_demo(nodes=40, workers=4) == 0
     return buffer.getvalue()
 
 
-def test_concurrent_workers_collide_and_retry(output: str) -> None:
+def test_fleets_are_declared(output: str) -> None:
+    assert re.findall(r'fleet "([\w-]+)": (\d+) nodes', output) == [
+        ("std-dc1", "18"),
+        ("std-dc2", "18"),
+        ("gpu", "4"),
+    ]
+
+
+def test_plans_are_counted_and_every_rejection_retried(output: str) -> None:
     match = re.search(
-        r"(\d+) plans applied, (\d+) partially rejected \((\d+) node conflicts\)", output
+        r"(\d+) allocations placed by (\d+) plans; (\d+) plans partially rejected at the leader "
+        r"\((\d+) node conflicts\) -> refreshed and retried (\d+) times; every evaluation finished",
+        output,
     )
     assert match is not None, output
-    assert int(match.group(2)) >= 1 and int(match.group(3)) >= 1
-    assert "refreshed and retried" in output
+    placed, plans, partial, conflicts, retries = map(int, match.groups())
+    assert placed > 0 and plans >= 10
+    assert conflicts >= partial and retries >= partial
 
 
 def test_preserve_counts_keeps_the_autoscaled_count(output: str) -> None:
-    counts = re.findall(r"after (.+?): frontend=(\d+)", output)
-    steps = dict(counts)
-    assert steps["job run (changed file)"] == "3"  # reset to the file's count
-    assert steps["job run -preserve-counts"] == steps["scale frontend to 5"] == "5"
+    steps = dict(re.findall(r"after (.+?): frontend=\d+, api=(\d+)", output))
+    assert steps["job run (changed file)"] == "2"  # reset to the file's count
+    assert steps["job run -preserve-counts"] == steps["scale api to 10"] == "10"
 
 
 def test_stop_then_revert_reads_v1_dead_and_v2_running(output: str) -> None:
-    assert "web-1 versions: v2 running, v1 dead, v0 running" in output
+    assert "web-1 versions: v2 running, v1 dead" in output
 
 
-def test_every_job_is_placed(output: str) -> None:
-    table = output.split("3. Stop and revert")[1]
-    for job in ("web", "web-1", "web-2", "web-3", "node-exporter", "nightly-report", "train"):
-        row = re.search(rf"^  {re.escape(job)}\s+\w+\s+(\w+)\s+(\d+)", table, re.MULTILINE)
+def test_every_job_is_placed_and_everything_stops(output: str) -> None:
+    for job in ("web", "web-1", "web-6", "node-exporter", "nightly-report", "train"):
+        row = re.search(rf"^{re.escape(job)}\s+\w+\s+(\w+)\s+(\d+)", output, re.MULTILINE)
         assert row is not None, job
         assert row.group(1) == "running" and int(row.group(2)) > 0, row.group(0)
+    assert "everything it started is stopped" in output
