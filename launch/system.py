@@ -27,7 +27,7 @@ import orjson
 import ray
 
 from actors.agent.actor import AgentActor
-from actors.agent.core import FleetSpec
+from actors.agent.core import FleetSpec, node_id_for
 from actors.api.core import Api, ApiError
 from actors.api.server import ApiHttpServer
 from actors.api.service import ApiService
@@ -77,6 +77,7 @@ class DroverSystem:
         self.workers: list[Any] = []
         self.agents: dict[str, Any] = {}
         self.fleet_specs: dict[str, FleetSpec] = {}
+        self._real_node_ids: set[str] = set()
         self.api: ApiService | None = None
         self.http: ApiHttpServer | None = None
 
@@ -135,6 +136,12 @@ class DroverSystem:
         self._redis = connect(self.redis_url, client_name="drover-launch")
         for spec in self._declared_fleets():
             self.apply_fleet(spec, store=False)
+        # Agents register their nodes through the leader's request stream: wait for it, so
+        # that the system is ready to schedule on them when start() returns.
+        self._wait_for_nodes(
+            {node_id_for(f"{s.name}-{i:04d}") for s in config.fleets for i in range(s.count)}
+            | self._real_node_ids
+        )
         if config.http_addr is not None:
             self._start_api(config.http_addr)
         return self
@@ -192,7 +199,19 @@ class DroverSystem:
         self.fleet_specs[spec.name] = spec
         agent = self.add_simulated_agent(agent_id, [spec])
         ray.get(agent.ready.remote())
+        self._wait_for_nodes({node_id_for(f"{spec.name}-{i:04d}") for i in range(spec.count)})
         return spec.count
+
+    def _wait_for_nodes(self, node_ids: set[str], timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while node_ids:
+            known = {n.id for n in ray.get(self.leader.nodes.remote())}
+            missing = node_ids - known
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(missing)} nodes not registered after {timeout_s:.0f}s")
+            time.sleep(0.05)
 
     def fleets(self) -> list[FleetSpec]:
         return list(self.fleet_specs.values())
@@ -238,6 +257,7 @@ class DroverSystem:
             if not node.get("Alive"):
                 continue
             node_id = node["NodeID"]
+            self._real_node_ids.add(node_id)
             agent_id = f"node-{node_id[:12]}"
             self.agents[agent_id] = (
                 ray.remote(AgentActor)
