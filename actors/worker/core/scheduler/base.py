@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from actors.worker.core.scheduler.context import EvalContext, PlanBuilder
+from actors.worker.core.scheduler.phases import PhaseLog
 from actors.worker.core.scheduler.planner import Planner
 from actors.worker.core.scheduler.select import RankedOption
 from contracts import (
@@ -95,6 +96,7 @@ class SchedulerBase:
         self.annotations: PlanAnnotations | None = None
         self.ctx: EvalContext | None = None
         self.attempts = 0
+        self.phases: PhaseLog | None = None  # set by an observer (tracing) to record phases
         self._prototypes: dict[tuple[str, str, int, str, str], Allocation] = {}
         self._shared_resources: dict[tuple[int, int, int], AllocatedResources] = {}
 

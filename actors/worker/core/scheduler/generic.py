@@ -15,6 +15,7 @@ from actors.worker.core.scheduler.feasible import (
     in_any_datacenter,
     ready_nodes_in_pool,
 )
+from actors.worker.core.scheduler.phases import now_ns
 from actors.worker.core.scheduler.planner import Planner
 from actors.worker.core.scheduler.reconcile import (
     ALLOC_LOST,
@@ -72,6 +73,8 @@ class GenericScheduler(SchedulerBase):
         state = self.state
         allocs = state.allocs_by_job(evaluation.namespace, evaluation.job_id)
         namespace, job_id = evaluation.namespace, evaluation.job_id
+        phases = self.phases
+        started = now_ns() if phases is not None else 0
         tainted = tainted_nodes(allocs, state.node)
         self._mark_stopped_allocs_lost(ctx, allocs, tainted)
         result = Reconciler(
@@ -103,6 +106,18 @@ class GenericScheduler(SchedulerBase):
         for name, updates in result.desired_tg_updates.items():
             # Migrations are placements too (Nomad counts every results.Place entry).
             self.queued[name] = updates.place + updates.migrate + updates.destructive_update
+        if phases is not None:
+            phases.attempt += 1
+            phases.add(
+                "reconcile",
+                started,
+                now_ns(),
+                allocs=len(allocs),
+                place=len(result.place),
+                stop=len(result.stop),
+                destructive=len(result.destructive),
+                inplace=len(result.inplace),
+            )
         if not result.place and not result.destructive:
             return
         nodes, by_dc = ready_nodes_in_pool(state.nodes(), job)
@@ -118,7 +133,11 @@ class GenericScheduler(SchedulerBase):
                 stack = stacks[tg.name] = GroupStack(
                     ctx, job, tg, nodes, by_dc, batch=self.batch, algorithm=self.algorithm
                 )
+                stack.phases = phases
             self._place(ctx, job, stack, placement)
+        if phases is not None:
+            for stack in stacks.values():
+                stack.report_ranking()
 
     def _inplace_check(
         self, ctx: EvalContext, job: Job | None

@@ -21,6 +21,7 @@ from actors.worker.core.scheduler.feasible import (
     device_matches,
     group_constraints,
 )
+from actors.worker.core.scheduler.phases import PhaseLog, now_ns
 from actors.worker.core.scheduler.rank import (
     RESCHEDULE_PENALTY,
     job_anti_affinity,
@@ -89,6 +90,12 @@ class GroupStack:
         self._distinct_job = any(c.operand == "distinct_hosts" for c in job.constraints)
         self._distinct_tg = any(c.operand == "distinct_hosts" for c in group_constraints(tg))
         self._distinct_props: list[tuple[PropertySet, int]] | None = None
+        # Phase timings, recorded only when an observer set `phases` (see phases.py).
+        self.phases: PhaseLog | None = None
+        self._rank_started = 0
+        self._rank_ns = 0
+        self._rank_walks = 0
+        self._rank_nodes = 0
 
     # -- static part ------------------------------------------------------------------------
 
@@ -130,14 +137,50 @@ class GroupStack:
 
     def select(self, penalty_nodes: frozenset[str] = frozenset()) -> RankedOption | None:
         """Pick a node for one more allocation of the group and charge its resources to the
-        plan's proposed load; None if nothing fits (see `failure_metric`).
+        plan's proposed load; None if nothing fits (see `failure_metric`)."""
+        phases = self.phases
+        if phases is not None:
+            started = now_ns()
+            building = self.ring is None
+            option = self._select(penalty_nodes)
+            ended = now_ns()
+            if building and phases.phases:  # the feasibility phase just recorded
+                started = phases.phases[-1].end_ns
+            if not self._rank_started:
+                self._rank_started = started
+            self._rank_ns += ended - started
+            self._rank_walks += 1
+            self._rank_nodes += self.last_walked
+            return option
+        return self._select(penalty_nodes)
 
-        This loop is the scheduler's hottest code (about 20 nodes per placement, 100,000
-        placements in the benchmark), hence the local aliases and the inlined bookkeeping.
-        """
+    def report_ranking(self) -> None:
+        if self.phases is not None and self._rank_walks:
+            self.phases.add(
+                "ranking",
+                self._rank_started,
+                self._rank_started + self._rank_ns,
+                group=self.tg.name,
+                placements=self._rank_walks,
+                nodes_scored=self._rank_nodes,
+            )
+
+    def _select(self, penalty_nodes: frozenset[str]) -> RankedOption | None:
+        """This loop is the scheduler's hottest code (about 20 nodes per placement, 100,000
+        placements in the benchmark), hence the local aliases and the inlined bookkeeping."""
         ring = self.ring
         if ring is None:
+            started = now_ns()
             ring = self.ring = self._build_ring()
+            if self.phases is not None:
+                self.phases.add(
+                    "feasibility",
+                    started,
+                    now_ns(),
+                    group=self.tg.name,
+                    nodes=len(self.base_nodes),
+                    feasible=len(ring),
+                )
         if self._has_spread and self.spread is None:
             self.spread = SpreadScorer(self.ctx, self.job, self.tg)
         size = len(ring)
