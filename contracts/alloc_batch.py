@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from operator import attrgetter
 from typing import Any
 
 from contracts.allocation import Allocation
@@ -36,16 +37,24 @@ _ROW_TYPES = (str, str, str, str, str, str, int, int, int, int, int)
 _SHARED_FIELDS = tuple(f.name for f in dataclasses.fields(Allocation) if f.name not in ROW_FIELDS)
 _SHARED_KEYS = frozenset(json_name(name) for name in _SHARED_FIELDS)
 _from_row = replacer(Allocation, *ROW_FIELDS)
+_shared_of = attrgetter(*_SHARED_FIELDS)
+_row_of = attrgetter(*ROW_FIELDS)
 
 
 def compact_allocs(allocs: Iterable[Allocation]) -> list[dict[str, Any]]:
     groups: dict[tuple[Any, ...], tuple[Allocation, list[list[Any]]]] = {}
+    last_key: tuple[Any, ...] | None = None
+    rows: list[list[Any]] = []
     for alloc in allocs:
-        key = tuple(getattr(alloc, name) for name in _SHARED_FIELDS)
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = (alloc, [])
-        group[1].append([getattr(alloc, name) for name in ROW_FIELDS])
+        key = _shared_of(alloc)
+        # A batch is mostly long runs of one group: comparing with the previous key (element
+        # identity first) is much cheaper than hashing the key (records hash field by field).
+        if key != last_key:
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = (alloc, [])
+            last_key, rows = key, group[1]
+        rows.append(list(_row_of(alloc)))
     return [
         {"Shared": {k: v for k, v in to_wire(first).items() if k in _SHARED_KEYS}, "Rows": rows}
         for first, rows in groups.values()
@@ -65,11 +74,7 @@ def expand_allocs(groups: Any, path: str) -> tuple[Allocation, ...]:
         if not isinstance(rows, list):
             raise CodecError(f"{where}.Rows", f"expected a list, got {describe(rows)}")
         for r, row in enumerate(rows):
-            if (
-                type(row) is not list
-                or len(row) != len(ROW_FIELDS)
-                or not all(type(v) is t for v, t in zip(row, _ROW_TYPES, strict=True))
-            ):
+            if type(row) is not list or tuple(map(type, row)) != _ROW_TYPES:
                 raise CodecError(
                     f"{where}.Rows[{r}]",
                     f"expected [{', '.join(ROW_FIELDS)}] with string ids and integer "

@@ -153,20 +153,24 @@ class LeaderService:
                 future.set_exception(exc)
 
     def _handle_batch(self, batch: Sequence[tuple[str, str, object, dict[str, str]]]) -> None:
+        """Plans first (highest priority first), each answered as soon as its commit is
+        durable: a worker waits on nothing but its own plan. Then the other requests, in
+        the order they came (messages of one batch are concurrent; any order is valid)."""
         plans: PlanQueue[PlanSubmission] = PlanQueue()
+        requests: list[LeaderRequest] = []
         for _message_id, _type, message, _trace in batch:
             if isinstance(message, PlanSubmission):
                 plans.push(message.plan, message)
             elif isinstance(message, LeaderRequest):
-                response = self.handle(message)
-                if message.reply_to:
-                    self.bus.publish(message.reply_to, [("LeaderResponse", response)])
-        replies: dict[str, list[tuple[str, object]]] = {}
+                requests.append(message)
         while (item := plans.pop()) is not None:
             _plan, submission = item
-            replies.setdefault(submission.reply_to, []).append(
-                ("PlanResponse", self._apply_plan(submission))
-            )
+            self._apply_plan(submission)
+        replies: dict[str, list[tuple[str, object]]] = {}
+        for request in requests:
+            response = self.handle(request)
+            if request.reply_to:
+                replies.setdefault(request.reply_to, []).append(("LeaderResponse", response))
         for stream, messages in replies.items():
             self.bus.publish(stream, messages)
 
@@ -210,13 +214,18 @@ class LeaderService:
         )
 
     def _apply_plan(self, submission: PlanSubmission) -> PlanResponse:
+        """Decide, commit and answer one plan. A committed plan is answered as soon as its
+        commit is durable, before this leader applies it to its own store."""
         plan = submission.plan
         key = f"plan/{plan.eval_id}/{plan.eval_token}/{submission.attempt}"
         if key in self.applied:
             # Committed before a restart: the worker has long moved on or will time out and
             # nack; an empty result with a refresh makes it re-read the state if it waits.
-            return PlanResponse(
-                plan.eval_id, submission.attempt, PlanResult(refresh_index=self.applied[key])
+            return self._reply(
+                submission,
+                PlanResponse(
+                    plan.eval_id, submission.attempt, PlanResult(refresh_index=self.applied[key])
+                ),
             )
         change, result = self.core.apply_plan(submission)
         self.stats.plans += 1
@@ -227,7 +236,7 @@ class LeaderService:
             nothing = PlanResult(
                 rejected_nodes=result.rejected_nodes, refresh_index=result.refresh_index
             )
-            return PlanResponse(plan.eval_id, submission.attempt, nothing)
+            return self._reply(submission, PlanResponse(plan.eval_id, submission.attempt, nothing))
         fence = Fence(plan.eval_id, plan.eval_token) if plan.eval_token else None
         fresh = sum(
             1
@@ -235,21 +244,37 @@ class LeaderService:
             for alloc in allocs
             if self.store.alloc(alloc.id) is None
         )
-        index = self._commit([change], fence, key)
-        if index is None:
+        answered: list[PlanResponse] = []
+
+        def answer(index: int) -> None:
+            self.stats.placed += fresh
+            refresh = max(result.refresh_index, index) if result.refresh_index else 0
+            verdict = PlanResult(
+                rejected_nodes=result.rejected_nodes, refresh_index=refresh, alloc_index=index
+            )
+            response = PlanResponse(plan.eval_id, submission.attempt, verdict, lean=True)
+            answered.append(self._reply(submission, response))
+
+        if self._commit([change], fence, key, on_durable=answer) is None:
             self.stats.stale_plans += 1
-            return PlanResponse(plan.eval_id, submission.attempt, PlanResult(), error=STALE_TOKEN)
-        self.stats.placed += fresh
-        refresh = max(result.refresh_index, index) if result.refresh_index else 0
-        verdict = PlanResult(
-            rejected_nodes=result.rejected_nodes, refresh_index=refresh, alloc_index=index
-        )
-        return PlanResponse(plan.eval_id, submission.attempt, verdict, lean=True)
+            stale = PlanResponse(plan.eval_id, submission.attempt, PlanResult(), error=STALE_TOKEN)
+            return self._reply(submission, stale)
+        return answered[0]
+
+    def _reply(self, submission: PlanSubmission, response: PlanResponse) -> PlanResponse:
+        if submission.reply_to:
+            self.bus.publish(submission.reply_to, [("PlanResponse", response)])
+        return response
 
     def _commit(
-        self, changes: Sequence[StateChange], fence: Fence | None = None, request_id: str = ""
+        self,
+        changes: Sequence[StateChange],
+        fence: Fence | None = None,
+        request_id: str = "",
+        on_durable: Callable[[int], None] | None = None,
     ) -> int | None:
-        """Make changes durable, then apply them. None if the fence's token is stale."""
+        """Make changes durable, then apply them. None if the fence's token is stale.
+        on_durable(index) runs between the two (to answer before the local apply)."""
         if not changes:
             return self.store.latest_index()
         for _ in range(3):
@@ -262,10 +287,14 @@ class LeaderService:
             fences = [fence] + [None] * (len(entries) - 1)
             outcome = self.durable.commit(expected, entries, fences)
             if outcome.ok:
-                for entry in entries:
-                    self.store.apply(entry)
-                    self._remember(entry)
-                self.stats.index = outcome.index
+                try:
+                    if on_durable is not None:
+                        on_durable(outcome.index)
+                finally:  # durable: the store follows even if answering failed
+                    for entry in entries:
+                        self.store.apply(entry)
+                        self._remember(entry)
+                    self.stats.index = outcome.index
                 return outcome.index
             if outcome.reason.startswith("token:"):
                 return None

@@ -83,3 +83,29 @@ def test_an_old_leader_can_no_longer_commit(client: redis.Redis) -> None:
             [LogEntry(old.store.latest_index() + 1, old.stats.term, UpsertEvals(()))],
             [None],
         )
+
+
+def test_an_answer_goes_out_once_durable_and_the_store_follows_even_if_it_fails(
+    client: redis.Redis,
+) -> None:
+    service = leader(client)
+    durable = DurableLog(client, NAMES)
+    seen: list[tuple[int, int, int]] = []
+
+    def answer(index: int) -> None:
+        seen.append((index, durable.last_index(), service.store.latest_index()))
+
+    index = service._commit([UpsertEvals(())], on_durable=answer)
+    assert index is not None
+    # Durable in Redis, not yet applied locally, when the answer is sent.
+    assert seen == [(index, index, index - 1)]
+    assert service.store.latest_index() == index
+
+    def broken(index: int) -> None:
+        raise redis.ConnectionError("reply stream unreachable")
+
+    with pytest.raises(redis.ConnectionError):
+        service._commit([UpsertEvals(())], request_id="r-2", on_durable=broken)
+    # The commit is durable, so the store applied it and the request is remembered.
+    assert service.store.latest_index() == durable.last_index() == index + 1
+    assert service.applied["r-2"] == index + 1
