@@ -9,7 +9,7 @@ Wire form: `{"Index": 7, "Term": 1, "Type": "UpsertAllocs", "Change": {...Pascal
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 import orjson
@@ -146,6 +146,9 @@ class LogEntry:
     # The request this entry commits ("" for the leader's own decisions): a leader rebuilt
     # from the log knows which requests are done and never applies one twice.
     request_id: str = ""
+    # W3C traceparents: "" -> the span that committed the entry (a plan apply, a request);
+    # an eval ID -> the span that enqueued that evaluation (the root of its trace).
+    trace: dict[str, str] = field(default_factory=dict)
 
 
 def encode_entry(entry: LogEntry) -> bytes:
@@ -159,6 +162,8 @@ def encode_entry(entry: LogEntry) -> bytes:
     data = {"Index": entry.index, "Term": entry.term, "Type": type(change).__name__, "Change": wire}
     if entry.request_id:
         data["RequestID"] = entry.request_id
+    if entry.trace:
+        data["Trace"] = entry.trace
     return orjson.dumps(data)
 
 
@@ -267,7 +272,7 @@ def decode_entry(
     if not isinstance(data, dict):
         raise CodecError("$", f"expected an object, got {describe(data)}")
     for key in data:
-        if key not in _ENTRY_KEYS and key != "RequestID":
+        if key not in _ENTRY_KEYS and key not in ("RequestID", "Trace"):
             raise CodecError(f"$.{key}", "unknown field")
     for key in _ENTRY_KEYS:
         if key not in data:
@@ -300,4 +305,5 @@ def decode_entry(
                 tuple(u for u in change.updates if u.client_status in CLIENT_TERMINAL)
             )
     request_id = from_wire(str, data.get("RequestID", ""), "$.RequestID")
-    return LogEntry(index=index, term=term, change=change, request_id=request_id)
+    trace = from_wire(dict[str, str], data["Trace"], "$.Trace") if "Trace" in data else {}
+    return LogEntry(index=index, term=term, change=change, request_id=request_id, trace=trace)

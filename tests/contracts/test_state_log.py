@@ -87,3 +87,19 @@ def test_compact_client_reports_are_validated_with_their_path() -> None:
     data["Change"] = {"UpdateGroups": {}}
     with pytest.raises(CodecError, match=r"\$\.Change\.UpdateGroups: expected a list"):
         decode_entry(orjson.dumps(data))
+
+
+def test_trace_context_rides_in_the_entry() -> None:
+    from contracts.state_log import LogEntry, UpsertEvals, decode_entry, encode_entry
+
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    entry = LogEntry(3, 1, UpsertEvals(()), trace={"": parent, "eval-1": parent})
+    assert decode_entry(encode_entry(entry)).trace == {"": parent, "eval-1": parent}
+    assert b"Trace" not in encode_entry(LogEntry(4, 1, UpsertEvals(())))
+    bad = encode_entry(entry).replace(b'"eval-1":"00', b'"eval-1":7,"x":"00')
+    try:
+        decode_entry(bad)
+    except ValueError as exc:
+        assert "$.Trace" in str(exc)
+    else:
+        raise AssertionError("a bad Trace field must be refused")
