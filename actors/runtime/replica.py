@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import redis
 
@@ -51,22 +52,42 @@ class LogReplica:
     def catch_up(self, block_ms: int | None = None, batch: int = 1000) -> int:
         """Apply entries after the local index; with block_ms, wait that long for the first.
         Returns how many entries were applied."""
-        start = f"{self.store.latest_index()}-0"
-        reply = self.client.xread({self.names.log: start}, count=batch, block=block_ms)
+        reply = self.client.xread({self.names.log: self.position()}, count=batch, block=block_ms)
         applied = 0
         for _stream, rows in reply or ():
-            for _id, fields in rows:
-                entry = self.decode(fields[b"e"])
-                if entry.index <= self.store.latest_index():
-                    continue
-                self.store.apply(self.reduce(entry) if self.reduce else entry)
-                if self.listener is not None:
-                    self.listener(entry, self.store)
-                applied += 1
+            applied += self.apply_rows(rows)
+        return applied
+
+    def position(self) -> str:
+        """The log stream ID this replica has applied up to (read from just after it)."""
+        return f"{self.store.latest_index()}-0"
+
+    def apply_rows(self, rows: Sequence[tuple[Any, dict[bytes, bytes]]]) -> int:
+        """Apply log rows read by the caller (e.g. in one XREAD with other streams)."""
+        applied = 0
+        for _id, fields in rows:
+            entry = self.decode(fields[b"e"])
+            if entry.index <= self.store.latest_index():
+                continue
+            self.store.apply(self.reduce(entry) if self.reduce else entry)
+            if self.listener is not None:
+                self.listener(entry, self.store)
+            applied += 1
         if applied:
             with self._applied:
                 self._applied.notify_all()
         return applied
+
+    def catch_up_to(self, index: int, timeout_s: float) -> bool:
+        """Read and apply the log on the caller's thread until `index` is applied (for
+        followers with no tail thread); False if that took longer than `timeout_s`."""
+        deadline = time.monotonic() + timeout_s
+        while self.store.latest_index() < index:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            self.catch_up(block_ms=max(1, int(min(remaining, 1.0) * 1000)))
+        return True
 
     def load(self) -> int:
         """Apply everything committed so far (at start or restart)."""

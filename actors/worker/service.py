@@ -9,6 +9,11 @@ talks to the leader through streams.
 
 A worker that dies mid-eval leaves its delivery unacked: the broker's nack timeout hands it to
 another worker with a new token, and the leader refuses anything the old token still sends.
+
+The replica is applied on the worker's own thread, at the points where the worker would wait
+anyway: while it waits for a delivery, for its wait index, and for the leader's answers (one
+XREAD covers the reply stream and the log). A tail thread would take the GIL from the
+scheduler in the middle of its work, which costs the scheduler far more than the apply.
 """
 
 from __future__ import annotations
@@ -44,6 +49,11 @@ from contracts.messages import (
 log = logging.getLogger(__name__)
 
 REPLY_TYPES = registry_of(PlanResponse, LeaderResponse)
+# Rows per stream per read while waiting for a reply: log entries are applied in between, a
+# bounded number at a time so that a reply is never held up behind a long backlog.
+REPLY_READ_COUNT = 64
+# How long the loop blocks for a delivery before applying the log that arrived meanwhile.
+IDLE_BLOCK_MS = 50
 
 
 class LeaderUnavailable(RuntimeError):
@@ -67,20 +77,38 @@ class ReplyChannel:
         last = self.client.xrevrange(self.stream, count=1)
         self.last_id = last[0][0].decode() if last else "0-0"
 
-    def wait(self, match: type, key: tuple[str, int] | str, timeout_s: float) -> object:
+    def wait(
+        self,
+        match: type,
+        key: tuple[str, int] | str,
+        timeout_s: float,
+        replica: LogReplica | None = None,
+    ) -> object:
+        """The reply `match` with `key`; while waiting, applies the log to `replica`."""
         deadline = time.monotonic() + timeout_s
+        log_stream = replica.names.log.encode() if replica is not None else b""
         while (remaining := deadline - time.monotonic()) > 0:
             block = max(1, int(min(remaining, 1.0) * 1000))
-            reply = self.client.xread({self.stream: self.last_id}, count=64, block=block)
-            for _stream, rows in reply or ():
-                for message_id, fields in rows:
-                    self.last_id = (
-                        message_id.decode() if isinstance(message_id, bytes) else message_id
-                    )
-                    _type, message, _trace = decode_message(fields, REPLY_TYPES)
-                    if isinstance(message, match) and _reply_key(message) == key:
-                        return message
+            streams = {self.stream: self.last_id}
+            if replica is not None:
+                streams[replica.names.log] = replica.position()
+            reply = self.client.xread(streams, count=REPLY_READ_COUNT, block=block)
+            replies = []
+            for stream, rows in reply or ():
+                if replica is not None and _name(stream) == log_stream:
+                    replica.apply_rows(rows)
+                else:
+                    replies = rows
+            for message_id, fields in replies:
+                self.last_id = _name(message_id).decode()
+                _type, message, _trace = decode_message(fields, REPLY_TYPES)
+                if isinstance(message, match) and _reply_key(message) == key:
+                    return message
         raise LeaderUnavailable(f"no {match.__name__} for {key} within {timeout_s:.0f}s")
+
+
+def _name(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
 
 
 def _reply_key(message: object) -> tuple[str, int] | str:
@@ -108,7 +136,7 @@ class StreamPlanner:
         self.evals.clear()
         worker.bus.publish(worker.names.requests, [("PlanSubmission", submission)])
         response = worker.reply.wait(
-            PlanResponse, (plan.eval_id, self.attempt), worker.reply_timeout_s
+            PlanResponse, (plan.eval_id, self.attempt), worker.reply_timeout_s, worker.replica
         )
         assert isinstance(response, PlanResponse)
         if response.error:
@@ -121,7 +149,7 @@ class StreamPlanner:
             return result, None
         # Part of the plan was rejected: the scheduler retries on state at least this fresh.
         worker.stats["refreshes"] += 1
-        worker.replica.wait_for(result.refresh_index, worker.wait_timeout_s)
+        worker.replica.catch_up_to(result.refresh_index, worker.wait_timeout_s)
         return result, worker.replica.snapshot()
 
     def update_eval(self, evaluation: Evaluation) -> None:
@@ -149,7 +177,9 @@ class StreamPlanner:
             fence_token=self.delivery.token,
         )
         worker.bus.publish(worker.names.requests, [("LeaderRequest", request)])
-        response = worker.reply.wait(LeaderResponse, request_id, worker.reply_timeout_s)
+        response = worker.reply.wait(
+            LeaderResponse, request_id, worker.reply_timeout_s, worker.replica
+        )
         assert isinstance(response, LeaderResponse)
         if not response.ok:
             raise StaleDelivery(response.error)
@@ -184,7 +214,7 @@ class WorkerService:
             registry_of(EvalDelivery),
             self._handle,
             batch=1,
-            block_ms=200,
+            block_ms=IDLE_BLOCK_MS,
         )
 
     def start(self) -> None:
@@ -193,10 +223,9 @@ class WorkerService:
         self.reply.start()
 
     def run(self, stop: threading.Event) -> None:
-        tail = threading.Thread(target=self.replica.run, args=(stop,), daemon=True)
-        tail.start()
         while not stop.is_set():
             try:
+                self.replica.catch_up()  # what was committed while we waited (no blocking)
                 self._consumer.poll_once()
             except redis.ConnectionError:
                 if stop.is_set():
@@ -214,10 +243,11 @@ class WorkerService:
         """Schedule one evaluation; any failure becomes a nack with the reason."""
         self.stats["evals"] += 1
         try:
-            if not self.replica.wait_for(delivery.wait_index, self.wait_timeout_s):
+            if not self.replica.catch_up_to(delivery.wait_index, self.wait_timeout_s):
                 raise LeaderUnavailable(
                     f"replica at {self.replica.index} did not reach {delivery.wait_index}"
                 )
+            self.replica.catch_up()  # and whatever else is committed: the freshest snapshot
             planner = StreamPlanner(self, delivery)
             scheduler = new_scheduler(delivery.eval.type, self.replica.snapshot(), planner)
             scheduler.process(delivery.eval)
