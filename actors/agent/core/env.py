@@ -7,6 +7,7 @@ Order as in Nomad's taskenv builder: the runtime variables first, then the task'
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
 
 from contracts import Allocation, Job, Task, TaskGroup
 
@@ -40,3 +41,29 @@ def task_env(alloc: Allocation, job: Job, group: TaskGroup, task: Task) -> dict[
         env["NVIDIA_VISIBLE_DEVICES"] = ",".join(gpus)
     env.update(task.env)
     return env
+
+
+class TaskEnv(Mapping[str, str]):
+    """`task_env` built on first use: a driver that never reads the environment (the mock
+    driver, which simulated fleets run by the hundred thousand) never pays for it."""
+
+    __slots__ = ("_args", "_env")
+
+    def __init__(self, alloc: Allocation, job: Job, group: TaskGroup, task: Task) -> None:
+        self._args = (alloc, job, group, task)
+        self._env: dict[str, str] | None = None
+
+    def _built(self) -> dict[str, str]:
+        env = self._env
+        if env is None:
+            env = self._env = task_env(*self._args)
+        return env
+
+    def __getitem__(self, key: str) -> str:
+        return self._built()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._built())
+
+    def __len__(self) -> int:
+        return len(self._built())

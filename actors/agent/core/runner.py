@@ -19,13 +19,32 @@ from collections.abc import Mapping
 from enum import Enum
 
 from actors.agent.core.drivers import Driver, TaskHandle, TaskState
-from actors.agent.core.env import task_env
-from contracts import CLIENT_TERMINAL, Allocation, ClientStatus, Job, TaskGroup
+from actors.agent.core.env import TaskEnv
+from contracts import CLIENT_TERMINAL, Allocation, ClientStatus, Job, Task, TaskGroup
 from contracts.state_log import AllocClientUpdate
 
 RUNNING_DESCRIPTION = "Tasks are running"
 COMPLETE_DESCRIPTION = "All tasks have completed"
 STOPPED_DESCRIPTION = "stopped by scheduler"
+
+
+# Driver verdicts on task configs: every allocation of a job version shares its Task records,
+# so thousands of runners ask about the same few. Validation is a pure function of the task;
+# entries hold their driver and task, so an id is never reused while its entry lives.
+_VALIDATED: dict[tuple[int, int], tuple[Driver, Task, list[str]]] = {}
+_VALIDATED_MAX = 4096
+
+
+def _validated(driver: Driver, task: Task) -> list[str]:
+    key = (id(driver), id(task))
+    hit = _VALIDATED.get(key)
+    if hit is not None and hit[0] is driver and hit[1] is task:
+        return hit[2]
+    problems = driver.validate(task)
+    if len(_VALIDATED) >= _VALIDATED_MAX:
+        _VALIDATED.clear()
+    _VALIDATED[key] = (driver, task, problems)
+    return problems
 
 
 class Phase(Enum):
@@ -168,7 +187,7 @@ class AllocRunner:
                 what = f'unknown driver "{task.driver}"' if task.driver else "no driver set"
                 problems.append(f'task "{task.name}": {what}')
             else:
-                problems += [f'task "{task.name}": {e}' for e in driver.validate(task)]
+                problems += [f'task "{task.name}": {e}' for e in _validated(driver, task)]
         return problems
 
     def _start(self, now: float) -> None:
@@ -182,7 +201,7 @@ class AllocRunner:
         self.phase = Phase.RUNNING
         for task in group.tasks:
             driver = self._drivers[task.driver]
-            env = task_env(self.alloc, self.job, group, task)
+            env = TaskEnv(self.alloc, self.job, group, task)
             try:
                 handle = driver.start(self.alloc.id, task, env, now)
             except Exception as exc:  # a driver bug must fail this alloc, not the agent

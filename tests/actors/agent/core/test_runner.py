@@ -18,6 +18,7 @@ from actors.agent.core import (
     TaskHandle,
     TaskState,
     TaskStatus,
+    task_env,
 )
 from actors.agent.core.drivers import MockHandle
 from contracts import (
@@ -305,3 +306,39 @@ def test_stopping_waits_for_the_tasks_to_exit() -> None:
     assert r.step(10.0) is None and r.status is ClientStatus.RUNNING
     assert r.next_wake(10.0) == 10.0
     assert r.step(50.0) == update(ClientStatus.COMPLETE, STOPPED_DESCRIPTION, 50.0)
+
+
+def test_a_job_versions_tasks_are_validated_once_and_envs_built_only_when_read() -> None:
+    class Counting(MockDriver):
+        def __init__(self) -> None:
+            self.validated = 0
+            self.envs: list[Mapping[str, str]] = []
+
+        def validate(self, task: Task) -> list[str]:
+            self.validated += 1
+            return super().validate(task)
+
+        def start(
+            self, alloc_id: str, task: Task, env: Mapping[str, str], now: float
+        ) -> MockHandle:
+            self.envs.append(env)
+            return super().start(alloc_id, task, env, now)
+
+    driver = Counting()
+    job = make_job(mock())
+    for i in range(5):
+        alloc = make_alloc(id=f"a{i}", name=f"web.g[{i}]")
+        out = AllocRunner(alloc, job, {"mock": driver}).step(0.0)
+        assert out is not None and out.client_status is ClientStatus.RUNNING
+    assert driver.validated == 1  # the same Task record: one verdict
+    # A bad config is still reported, for every allocation of it.
+    bad = make_job(mock(bogus=1))
+    for i in range(2):
+        out = AllocRunner(make_alloc(id=f"b{i}"), bad, {"mock": driver}).step(0.0)
+        assert out is not None and 'unknown config key "bogus"' in out.client_description
+    # The environment is complete when a driver reads it.
+    env = driver.envs[3]
+    assert env["DROVER_ALLOC_ID"] == "a3" and env["DROVER_ALLOC_INDEX"] == "3"
+    assert dict(env) == task_env(
+        make_alloc(id="a3", name="web.g[3]"), job, job.task_groups[0], mock()
+    )
