@@ -74,13 +74,18 @@ class ClientCore:
         self._clock = clock
         self._runners: dict[str, AllocRunner] = {}
         self._wake = _WakeQueue()
+        self._node_ids: frozenset[str] | None = None
 
     @property
     def node_ids(self) -> frozenset[str]:
-        return frozenset(self._by_node)
+        # Asked once per log entry: built once per change of the node set, not per call.
+        if self._node_ids is None:
+            self._node_ids = frozenset(self._by_node)
+        return self._node_ids
 
     def add_node(self, node_id: str) -> None:
         self._by_node.setdefault(node_id, set())
+        self._node_ids = None
 
     def apply_allocs(self, allocs: Iterable[Allocation], jobs: JobLookup) -> None:
         """Take allocation records from the state log; other nodes' records are ignored.
@@ -169,6 +174,7 @@ class ClientCore:
         their tasks have exited, so a raw_exec task still gets its SIGKILL escalation.
         """
         ids = self._by_node.pop(node_id, set())
+        self._node_ids = None
         for alloc_id in ids:
             self._runners[alloc_id].abandon()
             self._wake.arm(alloc_id, -math.inf)

@@ -204,10 +204,14 @@ def test_restart_does_not_rerun_terminal_allocs_and_reruns_running_ones() -> Non
 def test_drop_node_stops_its_tasks_silently() -> None:
     d = CountingMock()
     c = core("n1", "n2", driver=d)
+    assert c.node_ids == {"n1", "n2"}
     c.apply_allocs([alloc("a1", "n1"), alloc("a2", "n2")], lookup(job()))
     c.tick(0.0)
     assert c.drop_node("n1") == 1
     assert c.node_ids == {"n2"}
+    c.add_node("n3")
+    assert c.node_ids == {"n2", "n3"}
+    c.drop_node("n3")
     assert c.tick(1.0) == []
     assert c.running_count() == 1
     c.apply_allocs([alloc("a3", "n1")], lookup(job()))
