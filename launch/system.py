@@ -64,6 +64,9 @@ class SystemConfig:
     http_addr: str | None = None  # e.g. "127.0.0.1:4646" (port 0: any free port); None: no API
     acl_enabled: bool = False
     acl_bootstrap_token: str | None = None  # issue this management token at start
+    # OpenTelemetry: OTLP when OTEL_EXPORTER_OTLP_* is set, else JSON lines in
+    # <data_dir>/telemetry/ (read by `drover trace conflicts` / `drover trace show`).
+    tracing: bool = True
 
 
 class DroverSystem:
@@ -111,21 +114,22 @@ class DroverSystem:
             **config.actor_options,
         }
         url, prefix = self.redis_url, config.prefix
+        telemetry = {"telemetry_dir": str(config.data_dir.resolve()), "tracing": config.tracing}
         self.leader = (
             ray.remote(LeaderActor)
             .options(name=LEADER_NAME, max_concurrency=16, **options)
-            .remote(url, prefix, config.heartbeat_ttl_s)
+            .remote(url, prefix, config.heartbeat_ttl_s, **telemetry)
         )
         ray.get(self.leader.ready.remote())
         self.broker = (
             ray.remote(BrokerActor)
             .options(name="drover-broker", **options)
-            .remote(url, prefix, workers, config.nack_timeout_s)
+            .remote(url, prefix, workers, config.nack_timeout_s, **telemetry)
         )
         self.workers = [
             ray.remote(WorkerActor)
             .options(name=f"drover-worker-{i}", **options)
-            .remote(f"worker-{i}", url, prefix)
+            .remote(f"worker-{i}", url, prefix, **telemetry)
             for i in range(workers)
         ]
         if config.fleets:
@@ -243,10 +247,20 @@ class DroverSystem:
                 data_dir=str(config.data_dir / "allocs"),
                 raw_exec=config.raw_exec,
                 heartbeat_s=config.heartbeat_s,
+                **self._telemetry_options(),
             )
         )
         self.agents[agent_id] = agent
         return agent
+
+    def _telemetry_options(self) -> dict[str, Any]:
+        config = self.config
+        return {"telemetry_dir": str(config.data_dir.resolve()), "tracing": config.tracing}
+
+    def flush_telemetry(self) -> None:
+        """Export what every actor recorded so far (spans, metrics)."""
+        handles = [self.leader, self.broker, *self.workers, *self.agents.values()]
+        ray.get([h.flush_telemetry.remote() for h in handles if h is not None])
 
     def add_real_agents(self) -> None:
         """One agent per alive Ray node, hard-pinned: it dies with its node."""
@@ -275,6 +289,7 @@ class DroverSystem:
                     data_dir=str(config.data_dir / "allocs"),
                     raw_exec=config.raw_exec,
                     heartbeat_s=config.heartbeat_s,
+                    **self._telemetry_options(),
                 )
             )
 

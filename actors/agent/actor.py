@@ -18,7 +18,7 @@ import ray
 from actors.agent.core import FleetSpec, builtin_drivers, nodes_from_ray, simulated_nodes
 from actors.agent.ray_driver import RayDriver
 from actors.agent.service import AgentService
-from actors.runtime.shell import ServiceShell
+from actors.runtime.shell import ServiceShell, actor_telemetry
 from actors.streams.client import connect
 from actors.streams.names import StreamNames
 from contracts import Node
@@ -36,7 +36,10 @@ class AgentActor(ServiceShell):
         raw_exec: bool = False,
         heartbeat_s: float = 2.0,
         mhz_per_cpu: int = 1000,
+        telemetry_dir: str | None = None,
+        tracing: bool = True,
     ) -> None:
+        self.telemetry = actor_telemetry("agent", agent_id, telemetry_dir, tracing)
         drivers = builtin_drivers(data_dir=Path(data_dir) / agent_id, raw_exec_enabled=raw_exec)
         nodes: list[Node]
         if fleets:
@@ -56,6 +59,7 @@ class AgentActor(ServiceShell):
                 nodes,
                 drivers,
                 heartbeat_s=heartbeat_s,
+                telemetry=self.telemetry,
             )
         )
 

@@ -15,10 +15,12 @@ import logging
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 
 import redis
+from opentelemetry.trace import SpanKind
 
 from actors.agent.core import ClientCore, Driver
 from actors.process_settings import tune_gc
@@ -26,7 +28,7 @@ from actors.runtime.replica import LogReplica
 from actors.state import StateStore
 from actors.streams import StreamBus
 from actors.streams.names import StreamNames
-from contracts import CLIENT_TERMINAL, Node
+from contracts import CLIENT_TERMINAL, Allocation, Node
 from contracts.messages import LeaderRequest, RequestKind
 from contracts.state_log import (
     LogEntry,
@@ -35,6 +37,9 @@ from contracts.state_log import (
     UpsertEvals,
     decode_entry,
 )
+from observability import Telemetry
+from observability import conventions as c
+from observability.propagation import extract
 
 log = logging.getLogger(__name__)
 
@@ -53,9 +58,11 @@ class AgentService:
         heartbeat_s: float = 2.0,
         tick_s: float = 0.1,
         clock: Callable[[], float] = time.time,
+        telemetry: Telemetry | None = None,
     ) -> None:
         tune_gc()
         self.agent_id = agent_id
+        self.telemetry = telemetry or Telemetry.disabled("agent", agent_id)
         self.client = client
         self.names = names
         self.bus = StreamBus(client)
@@ -122,6 +129,9 @@ class AgentService:
         if updates:
             self._send(LeaderRequest(RequestKind.CLIENT_UPDATES, updates=tuple(updates)))
             self.stats["updates"] += len(updates)
+            counts = Counter(u.client_status.value for u in updates)
+            for status, count in counts.items():
+                self.telemetry.metrics.record_alloc_status(status, count)
         return len(updates)
 
     def _on_entry(self, entry: LogEntry, store: StateStore) -> None:
@@ -134,11 +144,32 @@ class AgentService:
             if mine:
                 with self.lock:
                     self.core.apply_allocs(mine, store.job_version)
+                if self.telemetry.enabled and entry.trace.get(""):
+                    self._trace_start(entry, mine)
         elif isinstance(change, UpdateAllocsClientStatus):
             done = [u.alloc_id for u in change.updates if u.client_status in CLIENT_TERMINAL]
             if done:
                 with self.lock:
                     self.core.acknowledge(done)
+
+    def _trace_start(self, entry: LogEntry, allocs: Sequence[Allocation]) -> None:
+        """One `alloc.start` span per committed plan that placed here, in the eval's trace
+        (its parent is the leader's plan.apply, carried by the log entry)."""
+        placed = [a for a in allocs if not a.server_terminal()]
+        if not placed:
+            return
+        span = self.telemetry.tracer.start_span(
+            c.SPAN_ALLOC_START,
+            context=extract({"traceparent": entry.trace[""]}),
+            kind=SpanKind.CONSUMER,
+            attributes={
+                c.EVAL_ID: placed[0].eval_id,
+                c.JOB_ID: placed[0].job_id,
+                "drover.allocs.started": len(placed),
+                "drover.agent.id": self.agent_id,
+            },
+        )
+        span.end()
 
     def _send(self, request: LeaderRequest) -> None:
         self.bus.publish(self.names.requests, [("LeaderRequest", request)])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from actors.broker.service import BrokerService
-from actors.runtime.shell import ServiceShell
+from actors.runtime.shell import ServiceShell, actor_telemetry
 from actors.streams.client import connect
 from actors.streams.names import StreamNames
 
@@ -16,7 +16,11 @@ class BrokerActor(ServiceShell):
         capacity: int = 2,
         nack_timeout_s: float = 60.0,
         delivery_limit: int = 3,
+        *,
+        telemetry_dir: str | None = None,
+        tracing: bool = True,
     ) -> None:
+        self.telemetry = actor_telemetry("broker", "broker", telemetry_dir, tracing)
         self._serve(
             BrokerService(
                 connect(redis_url, client_name="drover-broker"),
@@ -24,5 +28,6 @@ class BrokerActor(ServiceShell):
                 capacity=capacity,
                 nack_timeout_s=nack_timeout_s,
                 delivery_limit=delivery_limit,
+                telemetry=self.telemetry,
             )
         )

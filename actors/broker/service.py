@@ -27,15 +27,17 @@ import redis
 from actors.broker.core import BlockedEvals, EvalBroker, NotOutstandingError
 from actors.broker.core.errors import EvalBrokerError
 from actors.broker.core.feed import BrokerFeed
+from actors.broker.tracing import BrokerTracing
 from actors.process_settings import tune_gc
 from actors.runtime.replica import LogReplica
 from actors.state import StateStore
 from actors.streams import GroupConsumer, StreamBus
 from actors.streams.envelope import encode_message, registry_of
-from actors.streams.names import BROKER_GROUP, StreamNames
+from actors.streams.names import BROKER_GROUP, LEADER_GROUP, WORKERS_GROUP, StreamNames
 from contracts import Evaluation
 from contracts.messages import AckOutcome, EvalAck, EvalDelivery, LeaderRequest, RequestKind
-from contracts.state_log import LogEntry, decode_entry
+from contracts.state_log import LogEntry, UpsertAllocs, UpsertEvals, UpsertJob, decode_entry
+from observability import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +53,10 @@ class BrokerService:
         capacity: int = 2,
         nack_timeout_s: float = 60.0,
         delivery_limit: int = 3,
+        telemetry: Telemetry | None = None,
     ) -> None:
         tune_gc()
+        self.tracing = BrokerTracing(telemetry or Telemetry.disabled("broker"), names.deliveries)
         self.client = client
         self.names = names
         self.bus = StreamBus(client)
@@ -90,6 +94,14 @@ class BrokerService:
     def start(self) -> None:
         self.bus.ensure_group(self.names.acks, BROKER_GROUP)
         self.replica.load()
+        self.tracing.watch_backlog(
+            self.bus,
+            [
+                (self.names.deliveries, WORKERS_GROUP),
+                (self.names.acks, BROKER_GROUP),
+                (self.names.requests, LEADER_GROUP),
+            ],
+        )
 
     def run(self, stop: threading.Event) -> None:
         tail = threading.Thread(target=self.replica.run, args=(stop, 100), daemon=True)
@@ -120,6 +132,8 @@ class BrokerService:
     def _on_entry(self, entry: LogEntry, state: StateStore) -> None:
         with self.lock:
             self._writes += self.feed.apply(entry, state)
+            if entry.trace and isinstance(entry.change, UpsertJob | UpsertEvals | UpsertAllocs):
+                self.tracing.on_entry(entry, entry.change.evals)
 
     # -- deliveries ----------------------------------------------------------------------------
 
@@ -141,7 +155,9 @@ class BrokerService:
             mapping={d.eval.id: d.token for d in deliveries},
         )
         for delivery in deliveries:
-            pipe.xadd(self.names.deliveries, encode_message("EvalDelivery", delivery))  # type: ignore[arg-type]
+            trace = self.tracing.delivery_trace(delivery, self._delivery_count(delivery))
+            message = encode_message("EvalDelivery", delivery, trace)
+            pipe.xadd(self.names.deliveries, message)  # type: ignore[arg-type]
         pipe.execute()
         self.stats["delivered"] += len(deliveries)
 
@@ -160,12 +176,16 @@ class BrokerService:
                     else:
                         self.broker.nack(ack.eval_id, ack.token)
                         self.stats["nacked"] += 1
+                    self.tracing.settled(ack.eval_id, ack.outcome is AckOutcome.ACK)
                 except (NotOutstandingError, EvalBrokerError):
                     # A late ack for a delivery that already timed out: harmless, it was
                     # (or will be) redelivered under another token.
                     self.stats["stale_acks"] += 1
         if done:
             self._forget_tokens(done)
+
+    def _delivery_count(self, delivery: EvalDelivery) -> int:
+        return self.broker.delivery_count(delivery.eval.id)
 
     def _forget_tokens(self, eval_ids: Sequence[str]) -> None:
         # Only if no newer delivery took the slot: compare-and-delete per eval.

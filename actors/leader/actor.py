@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from actors.leader.service import LeaderService
-from actors.runtime.shell import ServiceShell
+from actors.runtime.shell import ServiceShell, actor_telemetry
 from actors.state import StateSnapshot
 from actors.streams.client import connect
 from actors.streams.names import StreamNames
@@ -13,13 +13,21 @@ from contracts.messages import LeaderRequest, LeaderResponse
 
 class LeaderActor(ServiceShell):
     def __init__(
-        self, redis_url: str, prefix: str = "drover", heartbeat_ttl_s: float = 10.0
+        self,
+        redis_url: str,
+        prefix: str = "drover",
+        heartbeat_ttl_s: float = 10.0,
+        *,
+        telemetry_dir: str | None = None,
+        tracing: bool = True,
     ) -> None:
+        self.telemetry = actor_telemetry("leader", "leader", telemetry_dir, tracing)
         self._serve(
             LeaderService(
                 connect(redis_url, client_name="drover-leader"),
                 StreamNames(prefix),
                 heartbeat_ttl_s=heartbeat_ttl_s,
+                telemetry=self.telemetry,
             )
         )
 

@@ -19,16 +19,18 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 
 import redis
+from opentelemetry.trace import INVALID_SPAN, Span
 
 from actors.leader.core.heartbeats import HeartbeatTracker
 from actors.leader.core.leader import Decision, LeaderCore
 from actors.leader.core.plan_queue import PlanQueue
 from actors.leader.durable_log import DurableLog, Fence, NotLeaderError
+from actors.leader.tracing import LeaderTracing
 from actors.process_settings import tune_gc
 from actors.state import StateStore
 from actors.streams import GroupConsumer, StreamBus
@@ -43,6 +45,7 @@ from contracts.messages import (
     RequestKind,
 )
 from contracts.state_log import LogEntry, StateChange
+from observability import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +75,11 @@ class LeaderService:
         heartbeat_ttl_s: float = 10.0,
         batch: int = 64,
         now_ns: Callable[[], int] = time.time_ns,
+        telemetry: Telemetry | None = None,
     ) -> None:
         tune_gc()
+        self.telemetry = telemetry or Telemetry.disabled("leader")
+        self.tracing = LeaderTracing(self.telemetry, names.requests)
         self.client = client
         self.names = names
         self.bus = StreamBus(client)
@@ -158,17 +164,19 @@ class LeaderService:
         the order they came (messages of one batch are concurrent; any order is valid)."""
         plans: PlanQueue[PlanSubmission] = PlanQueue()
         requests: list[LeaderRequest] = []
-        for _message_id, _type, message, _trace in batch:
+        traces: dict[int, dict[str, str]] = {}
+        for _message_id, _type, message, trace in batch:
+            traces[id(message)] = trace
             if isinstance(message, PlanSubmission):
                 plans.push(message.plan, message)
             elif isinstance(message, LeaderRequest):
                 requests.append(message)
         while (item := plans.pop()) is not None:
             _plan, submission = item
-            self._apply_plan(submission)
+            self._apply_plan(submission, traces.get(id(submission), {}))
         replies: dict[str, list[tuple[str, object]]] = {}
         for request in requests:
-            response = self.handle(request)
+            response = self.handle(request, traces.get(id(request), {}))
             if request.reply_to:
                 replies.setdefault(request.reply_to, []).append(("LeaderResponse", response))
         for stream, messages in replies.items():
@@ -182,8 +190,16 @@ class LeaderService:
             if len(self.applied) > APPLIED_REQUESTS_KEPT:
                 self.applied.popitem(last=False)
 
-    def handle(self, request: LeaderRequest) -> LeaderResponse:
+    def handle(
+        self, request: LeaderRequest, trace: Mapping[str, str] | None = None
+    ) -> LeaderResponse:
         """Decide and commit a request on the loop's thread (other threads: `submit`)."""
+        if request.kind is RequestKind.NODE_HEARTBEAT or not self.tracing.enabled:
+            return self._handle(request, INVALID_SPAN)
+        with self.tracing.request(request, trace or {}) as span:
+            return self._handle(request, span)
+
+    def _handle(self, request: LeaderRequest, span: Span) -> LeaderResponse:
         self.stats.requests += 1
         done = self.applied.get(request.request_id) if request.request_id else None
         if done is not None:
@@ -199,7 +215,8 @@ class LeaderService:
         if not decision.response.ok or not decision.changes:
             return decision.response
         fence = Fence(request.fence_eval_id, request.fence_token) if request.fence_eval_id else None
-        index = self._commit(decision.changes, fence, request.request_id)
+        carried = self.tracing.entry_trace(span, decision.changes, self.store)
+        index = self._commit(decision.changes, fence, request.request_id, trace=carried)
         if index is None:
             return LeaderResponse(request.request_id, ok=False, error=STALE_TOKEN)
         if request.kind is RequestKind.UPSERT_NODES:
@@ -213,9 +230,16 @@ class LeaderService:
             decision.response, index=index, job_modify_index=job_modify_index
         )
 
-    def _apply_plan(self, submission: PlanSubmission) -> PlanResponse:
+    def _apply_plan(
+        self, submission: PlanSubmission, trace: Mapping[str, str] | None = None
+    ) -> PlanResponse:
+        with self.tracing.plan(submission, trace or {}) as span:
+            return self._apply_plan_in(submission, span)
+
+    def _apply_plan_in(self, submission: PlanSubmission, span: Span) -> PlanResponse:
         """Decide, commit and answer one plan. A committed plan is answered as soon as its
         commit is durable, before this leader applies it to its own store."""
+        started = time.monotonic()
         plan = submission.plan
         key = f"plan/{plan.eval_id}/{plan.eval_token}/{submission.attempt}"
         if key in self.applied:
@@ -228,6 +252,7 @@ class LeaderService:
                 ),
             )
         change, result = self.core.apply_plan(submission)
+        self.tracing.plan_applied(span, submission, result, self.store, started)
         self.stats.plans += 1
         if result.rejected_nodes:
             self.stats.partial_plans += 1
@@ -248,6 +273,7 @@ class LeaderService:
 
         def answer(index: int) -> None:
             self.stats.placed += fresh
+            self.tracing.plan_committed(span, submission, result, index, fresh)
             refresh = max(result.refresh_index, index) if result.refresh_index else 0
             verdict = PlanResult(
                 rejected_nodes=result.rejected_nodes, refresh_index=refresh, alloc_index=index
@@ -255,7 +281,8 @@ class LeaderService:
             response = PlanResponse(plan.eval_id, submission.attempt, verdict, lean=True)
             answered.append(self._reply(submission, response))
 
-        if self._commit([change], fence, key, on_durable=answer) is None:
+        carried = self.tracing.entry_trace(span, [change], self.store)
+        if self._commit([change], fence, key, on_durable=answer, trace=carried) is None:
             self.stats.stale_plans += 1
             stale = PlanResponse(plan.eval_id, submission.attempt, PlanResult(), error=STALE_TOKEN)
             return self._reply(submission, stale)
@@ -272,6 +299,7 @@ class LeaderService:
         fence: Fence | None = None,
         request_id: str = "",
         on_durable: Callable[[int], None] | None = None,
+        trace: dict[str, str] | None = None,
     ) -> int | None:
         """Make changes durable, then apply them. None if the fence's token is stale.
         on_durable(index) runs between the two (to answer before the local apply)."""
@@ -281,7 +309,13 @@ class LeaderService:
             expected = self.store.latest_index()
             term = self.stats.term
             entries = [
-                LogEntry(expected + i + 1, term, c, request_id if i == len(changes) - 1 else "")
+                LogEntry(
+                    expected + i + 1,
+                    term,
+                    c,
+                    request_id if i == len(changes) - 1 else "",
+                    trace=trace or {},
+                )
                 for i, c in enumerate(changes)
             ]
             fences = [fence] + [None] * (len(entries) - 1)

@@ -8,7 +8,10 @@ constructor, which rebuilds the service from Redis (the log, consumer groups' pe
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 from typing import Any, Protocol
+
+from observability import Telemetry, configure
 
 
 class Service(Protocol):
@@ -17,8 +20,17 @@ class Service(Protocol):
     def run(self, stop: threading.Event) -> None: ...
 
 
+def actor_telemetry(role: str, instance_id: str, data_dir: str | None, enabled: bool) -> Telemetry:
+    """The actor's own tracer and meter: OTLP when OTEL_EXPORTER_OTLP_* is set, else JSON
+    lines under `<data_dir>/telemetry/`; disabled costs (almost) nothing."""
+    if not enabled:
+        return Telemetry.disabled(role, instance_id)
+    return configure(role, instance_id, Path(data_dir) if data_dir else None)
+
+
 class ServiceShell:
     service: Any
+    telemetry: Telemetry | None = None
 
     def _serve(self, service: Service) -> None:
         self.service = service
@@ -37,5 +49,11 @@ class ServiceShell:
         return dict(stats) if isinstance(stats, dict) else dict(vars(stats))
 
     def shutdown(self) -> None:
+        """Stop the loop, then flush what the actor recorded (spans, metrics)."""
         self._stop.set()
         self._thread.join(timeout=10)
+        if self.telemetry is not None:
+            self.telemetry.shutdown()
+
+    def flush_telemetry(self) -> bool:
+        return self.telemetry.flush() if self.telemetry is not None else True

@@ -26,6 +26,7 @@ import time
 from collections.abc import Sequence
 
 import redis
+from opentelemetry.trace import INVALID_SPAN, Span
 
 from actors.process_settings import tune_gc
 from actors.runtime.replica import LogReplica
@@ -34,6 +35,7 @@ from actors.streams import GroupConsumer, StreamBus
 from actors.streams.envelope import decode_message, registry_of
 from actors.streams.names import WORKERS_GROUP, StreamNames
 from actors.worker.core.scheduler import new_scheduler
+from actors.worker.tracing import WorkerTracing
 from contracts import Evaluation, Plan, PlanResult
 from contracts.messages import (
     AckOutcome,
@@ -45,6 +47,7 @@ from contracts.messages import (
     PlanSubmission,
     RequestKind,
 )
+from observability import Telemetry
 
 log = logging.getLogger(__name__)
 
@@ -134,14 +137,16 @@ class StreamPlanner:
         plan = dataclasses.replace(plan, eval_token=self.delivery.token)
         submission = PlanSubmission(plan, worker.reply.stream, self.attempt, tuple(self.evals))
         self.evals.clear()
-        worker.bus.publish(worker.names.requests, [("PlanSubmission", submission)])
-        response = worker.reply.wait(
-            PlanResponse, (plan.eval_id, self.attempt), worker.reply_timeout_s, worker.replica
-        )
-        assert isinstance(response, PlanResponse)
-        if response.error:
-            raise StaleDelivery(response.error)
-        result = response.committed(plan)
+        with worker.tracing.plan_submit(plan, self.attempt) as (span, trace):
+            worker.bus.publish(worker.names.requests, [("PlanSubmission", submission)], trace)
+            response = worker.reply.wait(
+                PlanResponse, (plan.eval_id, self.attempt), worker.reply_timeout_s, worker.replica
+            )
+            assert isinstance(response, PlanResponse)
+            if response.error:
+                raise StaleDelivery(response.error)
+            result = response.committed(plan)
+            worker.tracing.plan_result(span, plan, result)
         worker.stats["plans"] += 1
         if result.rejected_nodes:
             worker.stats["partial_plans"] += 1
@@ -194,9 +199,13 @@ class WorkerService:
         *,
         wait_timeout_s: float = 5.0,
         reply_timeout_s: float = 30.0,
+        telemetry: Telemetry | None = None,
     ) -> None:
         tune_gc()
         self.worker_id = worker_id
+        self.tracing = WorkerTracing(
+            telemetry or Telemetry.disabled("worker", worker_id), names.deliveries, WORKERS_GROUP
+        )
         self.client = client
         self.names = names
         self.bus = StreamBus(client)
@@ -233,13 +242,15 @@ class WorkerService:
                 time.sleep(0.2)
 
     def _handle(self, batch: Sequence[tuple[str, str, object, dict[str, str]]]) -> None:
-        for _message_id, _type, delivery, _trace in batch:
+        for message_id, _type, delivery, trace in batch:
             assert isinstance(delivery, EvalDelivery)
-            outcome, reason = self.process(delivery)
-            ack = EvalAck(delivery.eval.id, delivery.token, outcome, self.worker_id, reason)
-            self.bus.publish(self.names.acks, [("EvalAck", ack)])
+            with self.tracing.evaluation(delivery, trace, message_id) as span:
+                outcome, reason = self.process(delivery, span)
+                ack = EvalAck(delivery.eval.id, delivery.token, outcome, self.worker_id, reason)
+                ack_trace = self.tracing.ack_trace(span, outcome, reason)
+                self.bus.publish(self.names.acks, [("EvalAck", ack)], ack_trace)
 
-    def process(self, delivery: EvalDelivery) -> tuple[AckOutcome, str]:
+    def process(self, delivery: EvalDelivery, span: Span = INVALID_SPAN) -> tuple[AckOutcome, str]:
         """Schedule one evaluation; any failure becomes a nack with the reason."""
         self.stats["evals"] += 1
         try:
@@ -250,7 +261,11 @@ class WorkerService:
             self.replica.catch_up()  # and whatever else is committed: the freshest snapshot
             planner = StreamPlanner(self, delivery)
             scheduler = new_scheduler(delivery.eval.type, self.replica.snapshot(), planner)
-            scheduler.process(delivery.eval)
+            scheduler.phases = self.tracing.phases()
+            try:
+                scheduler.process(delivery.eval)
+            finally:
+                self.tracing.record_phases(span, scheduler.phases)
             planner.flush()
             return AckOutcome.ACK, ""
         except StaleDelivery as exc:

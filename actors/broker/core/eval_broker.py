@@ -284,6 +284,11 @@ class EvalBroker:
     def delivery_limit(self) -> int:
         return self._delivery_limit
 
+    def delivery_count(self, eval_id: str) -> int:
+        """How many times the eval was handed out (1 on its first delivery); 0 if unknown."""
+        entry = self._entries.get(eval_id)
+        return entry.dequeues if entry is not None else 0
+
     def outstanding(self, eval_id: str) -> str | None:
         """The token of the eval's outstanding delivery, if it has one."""
         entry = self._entries.get(eval_id)
