@@ -6,11 +6,16 @@ ratio's denominator), then through the running system: a leader, a broker, `--wo
 scheduler workers and one simulated agent over Redis streams on a local Ray. The clock runs
 from the first job submission until every allocation is committed at the leader. Prints one
 JSON line.
+
+`--tracing on|off` runs the actors with OpenTelemetry on (JSON lines export into the run's
+data directory) or off; `--tracing both` runs the system twice, off then on, and reports the
+cost of tracing as the ratio of the two rates measured in the same invocation.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -36,10 +41,40 @@ def _fleet(nodes: int) -> list[FleetSpec]:
     ]
 
 
-def run(nodes: int, jobs: int, count: int, workers: int, timeout_s: float) -> dict[str, Any]:
+def run(
+    nodes: int, jobs: int, count: int, workers: int, timeout_s: float, tracing: str = "off"
+) -> dict[str, Any]:
     inprocess = run_inprocess(nodes, jobs, count)
+    if tracing == "both":
+        off = _run_system(nodes, jobs, count, workers, timeout_s, inprocess, tracing=False)
+        on = _run_system(nodes, jobs, count, workers, timeout_s, inprocess, tracing=True)
+        return {
+            **on,
+            "tracing": "both",
+            "placements_per_s_tracing_off": off["placements_per_s"],
+            "placements_per_s_tracing_on": on["placements_per_s"],
+            "tracing_cost": round(1 - on["placements_per_s"] / off["placements_per_s"], 3),
+            "ratio_tracing_off": off["ratio"],
+            "overcommitted_nodes": off["overcommitted_nodes"] + on["overcommitted_nodes"],
+            "complete": off["complete"] and on["complete"],
+        }
+    return _run_system(nodes, jobs, count, workers, timeout_s, inprocess, tracing=tracing == "on")
+
+
+def _run_system(
+    nodes: int,
+    jobs: int,
+    count: int,
+    workers: int,
+    timeout_s: float,
+    inprocess: dict[str, Any],
+    *,
+    tracing: bool,
+) -> dict[str, Any]:
+    data_dir = Path(tempfile.mkdtemp(prefix="drover-bench-"))
     config = SystemConfig(
-        data_dir=Path(tempfile.mkdtemp(prefix="drover-bench-")),
+        data_dir=data_dir,
+        tracing=tracing,
         workers=workers,
         num_cpus=max(2, workers),
         fleets=_fleet(nodes),
@@ -68,6 +103,7 @@ def run(nodes: int, jobs: int, count: int, workers: int, timeout_s: float) -> di
         overcommitted = len(
             overcommitted_nodes(ray.get(leader.nodes.remote()), ray.get(leader.allocs.remote()))
         )
+    shutil.rmtree(data_dir, ignore_errors=True)
     pipeline_rate = placed / seconds if seconds else 0.0
     return {
         "bench": "pipeline",
@@ -75,6 +111,7 @@ def run(nodes: int, jobs: int, count: int, workers: int, timeout_s: float) -> di
         "jobs": jobs,
         "count": count,
         "workers": workers,
+        "tracing": "on" if tracing else "off",
         "placements": placed,
         "seconds": round(seconds, 3),
         "placements_per_s": round(pipeline_rate, 1),
@@ -96,8 +133,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--tracing", choices=("on", "off", "both"), default="off")
     args = parser.parse_args(argv)
-    print(orjson.dumps(run(args.nodes, args.jobs, args.count, args.workers, args.timeout)).decode())
+    result = run(args.nodes, args.jobs, args.count, args.workers, args.timeout, args.tracing)
+    print(orjson.dumps(result).decode())
 
 
 if __name__ == "__main__":
