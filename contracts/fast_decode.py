@@ -64,6 +64,12 @@ def _converter(tp: Any, strict: bool) -> tuple[str, dict[str, Any]]:
         name = f"_enum_{id(tp)}"
         return f"{name}({X})", {name: tp}
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        from contracts.codec import custom_decoder
+
+        custom = custom_decoder(tp)
+        if custom is not None:  # its own wire form: called directly, no lazy hop per value
+            name = f"_custom_{id(tp)}"
+            return f"{name}({X}, '$')", {name: custom}
         name = f"_record_{id(tp)}_{int(strict)}"
         return f"{name}({X})", {name: _Lazy(tp, strict)}
     if origin in (types.UnionType, typing.Union):

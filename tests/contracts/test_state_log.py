@@ -103,3 +103,29 @@ def test_trace_context_rides_in_the_entry() -> None:
         assert "$.Trace" in str(exc)
     else:
         raise AssertionError("a bad Trace field must be refused")
+
+
+def test_client_reports_travel_as_rows_and_the_object_form_is_still_read() -> None:
+    from contracts.codec import dumps, from_wire, loads
+    from contracts.messages import LeaderRequest, RequestKind
+
+    request = LeaderRequest(RequestKind.CLIENT_UPDATES, updates=reports().updates)
+    wire = orjson.loads(dumps(request))
+    assert wire["Updates"][0] == ["a1", "running", RUNNING, 10, "n1"]
+    assert loads(LeaderRequest, dumps(request)) == request
+    as_object = {
+        "AllocID": "a9",
+        "ClientStatus": "failed",
+        "ClientDescription": "boom",
+        "ModifyTime": 3,
+        "NodeID": "n9",
+    }
+    assert from_wire(AllocClientUpdate, as_object) == AllocClientUpdate(
+        "a9", ClientStatus.FAILED, "boom", 3, "n9"
+    )
+    wire["Updates"][1] = ["a2", "sleeping", "", 0, "n2"]
+    with pytest.raises(CodecError, match=r"\$\.Updates\[1\]: expected \[AllocID, ClientStatus"):
+        from_wire(LeaderRequest, wire)
+    wire["Updates"][1] = {"AllocID": "a2", "ClientStatus": "running", "Bogus": 1}
+    with pytest.raises(CodecError, match=r"\$\.Updates\[1\]\.Bogus: unknown field"):
+        from_wire(LeaderRequest, wire)
