@@ -9,13 +9,14 @@ JSON line.
 
 `--tracing on|off` runs the actors with OpenTelemetry on (JSON lines export into the run's
 data directory) or off; `--tracing both` runs the system twice, off then on, and reports the
-cost of tracing as the ratio of the two rates measured in the same invocation.
+cost of tracing from the median rates of `--repeat` runs each, in alternating order.
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -42,21 +43,41 @@ def _fleet(nodes: int) -> list[FleetSpec]:
 
 
 def run(
-    nodes: int, jobs: int, count: int, workers: int, timeout_s: float, tracing: str = "off"
+    nodes: int,
+    jobs: int,
+    count: int,
+    workers: int,
+    timeout_s: float,
+    tracing: str = "off",
+    repeat: int = 3,
 ) -> dict[str, Any]:
     inprocess = run_inprocess(nodes, jobs, count)
     if tracing == "both":
-        off = _run_system(nodes, jobs, count, workers, timeout_s, inprocess, tracing=False)
-        on = _run_system(nodes, jobs, count, workers, timeout_s, inprocess, tracing=True)
+        # Alternate the order (off/on, on/off, ...) so warm-up and drift hit both sides.
+        runs: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
+        for i in range(repeat):
+            for flag in (False, True) if i % 2 == 0 else (True, False):
+                runs[flag].append(
+                    _run_system(nodes, jobs, count, workers, timeout_s, inprocess, tracing=flag)
+                )
+        off_rate = statistics.median(r["placements_per_s"] for r in runs[False])
+        on_rate = statistics.median(r["placements_per_s"] for r in runs[True])
+        last = runs[True][-1]
         return {
-            **on,
+            **last,
             "tracing": "both",
-            "placements_per_s_tracing_off": off["placements_per_s"],
-            "placements_per_s_tracing_on": on["placements_per_s"],
-            "tracing_cost": round(1 - on["placements_per_s"] / off["placements_per_s"], 3),
-            "ratio_tracing_off": off["ratio"],
-            "overcommitted_nodes": off["overcommitted_nodes"] + on["overcommitted_nodes"],
-            "complete": off["complete"] and on["complete"],
+            "repeat": repeat,
+            "placements_per_s_tracing_off": off_rate,
+            "placements_per_s_tracing_on": on_rate,
+            "runs_tracing_off": [r["placements_per_s"] for r in runs[False]],
+            "runs_tracing_on": [r["placements_per_s"] for r in runs[True]],
+            "tracing_cost": round(1 - on_rate / off_rate, 3),
+            "ratio": round(off_rate / inprocess["placements_per_s"], 3),
+            "ratio_tracing_on": round(on_rate / inprocess["placements_per_s"], 3),
+            "overcommitted_nodes": sum(
+                r["overcommitted_nodes"] for rs in runs.values() for r in rs
+            ),
+            "complete": all(r["complete"] for rs in runs.values() for r in rs),
         }
     return _run_system(nodes, jobs, count, workers, timeout_s, inprocess, tracing=tracing == "on")
 
@@ -134,8 +155,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--tracing", choices=("on", "off", "both"), default="off")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per side with --tracing both")
     args = parser.parse_args(argv)
-    result = run(args.nodes, args.jobs, args.count, args.workers, args.timeout, args.tracing)
+    result = run(
+        args.nodes, args.jobs, args.count, args.workers, args.timeout, args.tracing, args.repeat
+    )
     print(orjson.dumps(result).decode())
 
 
