@@ -160,27 +160,29 @@ class LeaderService:
 
     def _handle_batch(self, batch: Sequence[tuple[str, str, object, dict[str, str]]]) -> None:
         """Plans first (highest priority first), each answered as soon as its commit is
-        durable: a worker waits on nothing but its own plan. Then the other requests, in
-        the order they came (messages of one batch are concurrent; any order is valid)."""
+        durable: a worker waits on nothing but its own plan. Then the requests someone
+        waits on (a worker's fenced eval update), each answered at once, and last the
+        fire-and-forget ones (client reports, heartbeats, the broker's writes), in the order
+        they came. Messages of one batch are concurrent, so any order is valid, and a
+        producer that waits for its answer has no other request outstanding."""
         plans: PlanQueue[PlanSubmission] = PlanQueue()
-        requests: list[LeaderRequest] = []
+        waited: list[LeaderRequest] = []
+        others: list[LeaderRequest] = []
         traces: dict[int, dict[str, str]] = {}
         for _message_id, _type, message, trace in batch:
             traces[id(message)] = trace
             if isinstance(message, PlanSubmission):
                 plans.push(message.plan, message)
             elif isinstance(message, LeaderRequest):
-                requests.append(message)
+                (waited if message.reply_to else others).append(message)
         while (item := plans.pop()) is not None:
             _plan, submission = item
             self._apply_plan(submission, traces.get(id(submission), {}))
-        replies: dict[str, list[tuple[str, object]]] = {}
-        for request in requests:
+        for request in waited:
             response = self.handle(request, traces.get(id(request), {}))
-            if request.reply_to:
-                replies.setdefault(request.reply_to, []).append(("LeaderResponse", response))
-        for stream, messages in replies.items():
-            self.bus.publish(stream, messages)
+            self.bus.publish(request.reply_to, [("LeaderResponse", response)])
+        for request in others:
+            self.handle(request, traces.get(id(request), {}))
 
     # -- decisions -----------------------------------------------------------------------------
 

@@ -9,9 +9,10 @@ import redis
 from actors.leader.durable_log import DurableLog, NotLeaderError
 from actors.leader.service import LeaderService
 from actors.streams import StreamBus, connect
+from actors.streams.envelope import decode_message, registry_of
 from actors.streams.names import LEADER_GROUP, StreamNames
-from contracts import Job, Resources, Task, TaskGroup
-from contracts.messages import LeaderRequest, RequestKind
+from contracts import Evaluation, Job, Resources, Task, TaskGroup
+from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
 from contracts.state_log import LogEntry, UpsertEvals
 from launch.redis_server import EmbeddedRedis
 
@@ -109,3 +110,24 @@ def test_an_answer_goes_out_once_durable_and_the_store_follows_even_if_it_fails(
     # The commit is durable, so the store applied it and the request is remembered.
     assert service.store.latest_index() == durable.last_index() == index + 1
     assert service.applied["r-2"] == index + 1
+
+
+def test_requests_someone_waits_on_go_before_fire_and_forget_ones(client: redis.Redis) -> None:
+    service = leader(client)
+    report = LeaderRequest(
+        RequestKind.UPDATE_EVALS, request_id="report", evals=(Evaluation(id="e1", job_id="a"),)
+    )
+    waited = LeaderRequest(
+        RequestKind.UPDATE_EVALS,
+        request_id="waited",
+        reply_to="svc:reply",
+        evals=(Evaluation(id="e2", job_id="b"),),
+    )
+    send(client, report)
+    send(client, waited)
+    service.poll_once()  # one batch: both requests
+    assert service.applied["waited"] < service.applied["report"]
+    ((_, fields),) = client.xrange("svc:reply")
+    _type, response, _trace = decode_message(fields, registry_of(LeaderResponse))
+    assert isinstance(response, LeaderResponse)
+    assert (response.request_id, response.ok) == ("waited", True)
