@@ -123,6 +123,7 @@ class GenericScheduler(SchedulerBase):
         nodes, by_dc = ready_nodes_in_pool(state.nodes(), job)
         random.Random(shuffle_seed(evaluation.id, state.latest_index())).shuffle(nodes)
         stacks: dict[str, GroupStack] = {}
+        placing = now_ns() if phases is not None else 0
         # Destructive updates first: their stops free resources for what follows.
         for placement in (*result.destructive, *result.place):
             tg = placement.task_group
@@ -136,8 +137,15 @@ class GenericScheduler(SchedulerBase):
                 stack.phases = phases
             self._place(ctx, job, stack, placement)
         if phases is not None:
+            # Ranking is the placement loop's time less the feasibility passes inside it.
+            ended = now_ns()
+            feasibility = sum(
+                p.end_ns - p.start_ns
+                for p in phases.phases
+                if p.name == "feasibility" and p.start_ns >= placing
+            )
             for stack in stacks.values():
-                stack.report_ranking()
+                stack.report_ranking(placing, max(placing, ended - feasibility))
 
     def _inplace_check(
         self, ctx: EvalContext, job: Job | None

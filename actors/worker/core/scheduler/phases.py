@@ -4,8 +4,9 @@ into a tracing span); the core only records timestamps and counts, and only when
 Phases, per pass (a retried plan gives another pass):
 - reconcile: desired vs actual for the job (counts of what to place, stop, update);
 - feasibility: per task group, the nodes that pass the group's checks (once per pass);
-- ranking: per task group, the walks that pick a node for each placement. They interleave
-  with building the plan, so the phase starts at the first walk and lasts their summed time.
+- ranking: per task group, the walks that pick a node for each placement, with their counts.
+  Groups' walks interleave in one placement loop, so each group's phase spans that loop less
+  the feasibility passes inside it (timing each walk would cost the hot path ~5%).
 """
 
 from __future__ import annotations

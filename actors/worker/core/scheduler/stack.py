@@ -92,8 +92,6 @@ class GroupStack:
         self._distinct_props: list[tuple[PropertySet, int]] | None = None
         # Phase timings, recorded only when an observer set `phases` (see phases.py).
         self.phases: PhaseLog | None = None
-        self._rank_started = 0
-        self._rank_ns = 0
         self._rank_walks = 0
         self._rank_nodes = 0
 
@@ -135,39 +133,25 @@ class GroupStack:
 
     # -- per placement ----------------------------------------------------------------------
 
-    def select(self, penalty_nodes: frozenset[str] = frozenset()) -> RankedOption | None:
-        """Pick a node for one more allocation of the group and charge its resources to the
-        plan's proposed load; None if nothing fits (see `failure_metric`)."""
-        phases = self.phases
-        if phases is not None:
-            started = now_ns()
-            building = self.ring is None
-            option = self._select(penalty_nodes)
-            ended = now_ns()
-            if building and phases.phases:  # the feasibility phase just recorded
-                started = phases.phases[-1].end_ns
-            if not self._rank_started:
-                self._rank_started = started
-            self._rank_ns += ended - started
-            self._rank_walks += 1
-            self._rank_nodes += self.last_walked
-            return option
-        return self._select(penalty_nodes)
-
-    def report_ranking(self) -> None:
+    def report_ranking(self, start_ns: int, end_ns: int) -> None:
+        """Record this group's ranking phase (the placement loop's time, see phases.py)."""
         if self.phases is not None and self._rank_walks:
             self.phases.add(
                 "ranking",
-                self._rank_started,
-                self._rank_started + self._rank_ns,
+                start_ns,
+                end_ns,
                 group=self.tg.name,
                 placements=self._rank_walks,
                 nodes_scored=self._rank_nodes,
             )
 
-    def _select(self, penalty_nodes: frozenset[str]) -> RankedOption | None:
-        """This loop is the scheduler's hottest code (about 20 nodes per placement, 100,000
+    def select(self, penalty_nodes: frozenset[str] = frozenset()) -> RankedOption | None:
+        """Pick a node for one more allocation of the group and charge its resources to the
+        plan's proposed load; None if nothing fits (see `failure_metric`).
+
+        This loop is the scheduler's hottest code (about 20 nodes per placement, 100,000
         placements in the benchmark), hence the local aliases and the inlined bookkeeping."""
+        self._rank_walks += 1
         ring = self.ring
         if ring is None:
             started = now_ns()
@@ -287,6 +271,7 @@ class GroupStack:
                 break
         self.cursor = i
         self.last_walked = walked
+        self._rank_nodes += walked
         # The walk ran out before the limit: the set-aside candidates are used after all.
         for score, node, offer in skipped:
             if seen >= limit:
