@@ -330,6 +330,9 @@ class LeaderCore:
         scheduler can replace them."""
         kept = []
         evals: dict[tuple[str, str], Evaluation] = {}
+        # Jobs whose running reports need no eval (no job, stopped, no rollout pending):
+        # decided once per batch, not per report (a batch holds thousands of one job's).
+        quiet: set[tuple[str, str]] = set()
         for update in updates:
             alloc = self.state.alloc(update.alloc_id)
             if alloc is None or alloc.client_status is update.client_status:
@@ -338,8 +341,12 @@ class LeaderCore:
             key = (alloc.namespace, alloc.job_id)
             if key in evals or alloc.server_terminal():
                 continue
+            running = update.client_status is ClientStatus.RUNNING
+            if running and key in quiet:
+                continue
             job = self.state.job(alloc.namespace, alloc.job_id)
             if job is None or job.stop:
+                quiet.add(key)
                 continue
             failed = update.client_status is ClientStatus.FAILED
             exited = update.client_status is ClientStatus.COMPLETE and job.type in (
@@ -348,10 +355,15 @@ class LeaderCore:
             )
             if failed or exited:
                 evals[key] = self._eval(job.namespace, job.id, job.type, TriggeredBy.ALLOC_FAILURE)
-            elif update.client_status is ClientStatus.RUNNING and self._rollout_pending(job):
-                # A replacement came up while older allocations remain: the next batch of a
-                # rolling update (max_parallel) may go (Nomad's deployment watcher does this).
-                evals[key] = self._eval(job.namespace, job.id, job.type, TriggeredBy.ROLLING_UPDATE)
+            elif running:
+                if self._rollout_pending(job):
+                    # A replacement came up while older allocations remain: the next batch of
+                    # a rolling update (max_parallel) may go (Nomad's deployment watcher).
+                    evals[key] = self._eval(
+                        job.namespace, job.id, job.type, TriggeredBy.ROLLING_UPDATE
+                    )
+                else:
+                    quiet.add(key)
         changes: list[StateChange] = []
         if kept:
             changes.append(UpdateAllocsClientStatus(tuple(kept)))
