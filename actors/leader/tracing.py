@@ -13,10 +13,11 @@
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
-from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanKind
+from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanContext, SpanKind
 
 from actors.leader.core.conflicts import CapacityLedger, CommittedPlan, Rejection, rejections
 from actors.state import StateReader
@@ -26,6 +27,8 @@ from contracts.state_log import StateChange, UpsertAllocs, UpsertEvals, UpsertJo
 from observability import PlanRef, ResourceAmounts, Telemetry, inject, record_node_rejected
 from observability import conventions as c
 from observability.propagation import extract
+
+APPLIES_KEPT = 10_000
 
 
 def _new_evals(changes: Sequence[StateChange], state: StateReader) -> list[Evaluation]:
@@ -48,6 +51,9 @@ class LeaderTracing:
         self.metrics = telemetry.metrics
         self.stream = requests_stream
         self.ledger = CapacityLedger()
+        # plan id -> the span context of its plan.apply, so that a plan rejected because of
+        # it links to it (conflicting plans are linked to each other); bounded FIFO.
+        self._applies: OrderedDict[str, SpanContext] = OrderedDict()
 
     @contextmanager
     def request(self, request: LeaderRequest, carrier: Mapping[str, str]) -> Iterator[Span]:
@@ -154,8 +160,15 @@ class LeaderTracing:
             c.plan_id(plan.eval_id, submission.attempt),
             attempt=submission.attempt,
         )
+        linked: set[str] = set()
         for r in found:
             taken = r.taken_by
+            if taken is not None:
+                taker = c.plan_id(taken.eval_id, taken.attempt)
+                context = self._applies.get(taker)
+                if context is not None and taker not in linked:
+                    linked.add(taker)
+                    span.add_link(context, {c.CONFLICT_PLAN_ID: taker})
             record_node_rejected(
                 span,
                 node_id=r.node_id,
@@ -190,3 +203,6 @@ class LeaderTracing:
             CommittedPlan(index, plan.eval_id, plan.job_id, submission.attempt),
         )
         span.set_attribute(c.PLAN_COMMIT_INDEX, index)
+        self._applies[c.plan_id(plan.eval_id, submission.attempt)] = span.get_span_context()
+        if len(self._applies) > APPLIES_KEPT:
+            self._applies.popitem(last=False)

@@ -29,6 +29,7 @@ from redis.typing import EncodableT, FieldT
 from actors.streams.envelope import encode_message, message_type
 from actors.streams.names import StreamNames
 from contracts.messages import DeadLetter
+from observability import inject
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +103,14 @@ class StreamBus:
         maxlen: int | None = None,
     ) -> list[str]:
         """XADD every (type name, message) in one pipeline (no MULTI); returns the entry ids.
-        `maxlen` trims approximately (`MAXLEN ~`), so the stream may overshoot it a little."""
+        `maxlen` trims approximately (`MAXLEN ~`), so the stream may overshoot it a little.
+        Without `trace`, the messages carry the context of the span current on this thread
+        (none when tracing is off), so every message sent inside a traced operation is part
+        of its trace."""
         if not messages:
             return []
+        if trace is None:
+            trace = inject()
         pipe = self.client.pipeline(transaction=False)
         for type_name, message in messages:
             fields = _wire(encode_message(type_name, message, trace))

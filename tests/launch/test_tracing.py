@@ -124,6 +124,16 @@ def test_one_trace_per_eval_crosses_every_actor_and_conflicts_are_attributed(
         assert eval_jobs[attrs[c.CONFLICT_EVAL_ID]] == attrs[c.CONFLICT_JOB_ID]
         assert attrs[c.CONFLICT_JOB_ID] != attrs[c.JOB_ID]
 
+    # Conflicting plans are linked: a rejected plan's apply links to the taker's apply.
+    applies = {(s.trace_id, s.span_id): s for s in spans if s.name == c.SPAN_PLAN_APPLY}
+    links = [
+        applies[(link.trace_id, link.span_id)]
+        for span, _ in rejected
+        for link in span.links
+        if (link.trace_id, link.span_id) in applies
+    ]
+    assert links and all(taker.attributes[c.JOB_ID] in JOBS for taker in links)
+
     report = conflict_report(spans)
     assert len(report.conflicts) == stats["rejected_nodes"]
     assert sum(row.conflicts for row in report.by_reason) == stats["rejected_nodes"]
