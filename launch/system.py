@@ -114,7 +114,7 @@ class DroverSystem:
             **config.actor_options,
         }
         url, prefix = self.redis_url, config.prefix
-        telemetry = {"telemetry_dir": str(config.data_dir.resolve()), "tracing": config.tracing}
+        telemetry = self._telemetry_options()
         self.leader = (
             ray.remote(LeaderActor)
             .options(name=LEADER_NAME, max_concurrency=16, **options)
@@ -157,7 +157,7 @@ class DroverSystem:
         self.api = ApiService(
             connect(self.redis_url, client_name="drover-api"),
             StreamNames(config.prefix),
-            self._send,
+            DroverClient(self.leader).send,
             acl_enabled=config.acl_enabled,
             leader_address=f"{addr.rpartition(':')[0] or '127.0.0.1'}:4647",
             fleet_manager=self,
@@ -171,19 +171,6 @@ class DroverSystem:
     def http_address(self) -> str:
         """The API's base URL, e.g. http://127.0.0.1:4646 ('' without an API)."""
         return self.http.address if self.http is not None else ""
-
-    def _send(self, request: LeaderRequest) -> LeaderResponse:
-        """A write to the leader. Requests carry an id the leader applies once, so riding out
-        a leader restart by sending again is safe."""
-        deadline = time.monotonic() + 30.0
-        while True:
-            try:
-                response: LeaderResponse = ray.get(self.leader.request.remote(request))
-                return response
-            except ray.exceptions.ActorUnavailableError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
 
     # -- fleets (simulated nodes declared with `drover fleet apply`) -------------------------------
 
@@ -215,7 +202,7 @@ class DroverSystem:
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{len(missing)} nodes not registered after {timeout_s:.0f}s")
-            time.sleep(0.05)
+            time.sleep(0.2)  # each poll copies every node out of the leader
 
     def fleets(self) -> list[FleetSpec]:
         return list(self.fleet_specs.values())
@@ -345,9 +332,15 @@ class DroverClient:
         request = LeaderRequest(
             kind, request_id=str(uuid.uuid4()), namespace=self.namespace, **fields
         )
-        response: LeaderResponse = ray.get(self.leader.request.remote(request))
+        response = self.send(request)
         if not response.ok:
             raise RuntimeError(response.error)
+        return response
+
+    def send(self, request: LeaderRequest) -> LeaderResponse:
+        """A write as is. The leader applies each request id once, so sending it again to
+        ride out a leader restart can never apply it twice."""
+        response: LeaderResponse = self._call("request", request)
         return response
 
     def run_job(self, job: Job, *, preserve_counts: bool = False) -> LeaderResponse:
@@ -368,8 +361,12 @@ class DroverClient:
         )
 
     def _read(self, method: str, *args: Any, timeout_s: float = 30.0) -> Any:
-        """Reads are safe to repeat, so they ride out a leader restart (Ray answers
-        ActorUnavailableError while the actor rebuilds its state from the log)."""
+        """Reads are safe to repeat, so they ride out a leader restart."""
+        return self._call(method, *args, timeout_s=timeout_s)
+
+    def _call(self, method: str, *args: Any, timeout_s: float = 30.0) -> Any:
+        """Call the leader, retrying while Ray answers ActorUnavailableError (the restarted
+        actor rebuilding its state from the log); only for calls safe to repeat."""
         deadline = time.monotonic() + timeout_s
         while True:
             try:

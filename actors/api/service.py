@@ -9,6 +9,7 @@ their own (`StreamNames.acl_tokens`, `StreamNames.fleets`), the bootstrap guarde
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 import threading
 import time
@@ -133,6 +134,4 @@ def _token_dict(token: AclToken) -> dict[str, Any]:
 
 
 def _with_request_id(request: LeaderRequest) -> LeaderRequest:
-    import dataclasses
-
     return dataclasses.replace(request, request_id=str(uuid.uuid4()))

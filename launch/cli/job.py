@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from actors.api.core.shapes import job_to_nomad
-from contracts import ValidationError, to_wire
+from contracts import Job, ValidationError, to_wire
 from contracts.jobspec import parse_job_file_with_warnings
 from launch.cli.client import ApiClient, CliError, segment
 from launch.cli.output import ago, date, error, key_values, print_json, short, table
@@ -18,15 +18,28 @@ from launch.cli.output import ago, date, error, key_values, print_json, short, t
 TERMINAL_EVAL = ("complete", "failed", "canceled")
 
 
-def _load(path: str) -> tuple[dict[str, Any], list[str]]:
-    """The job file as Nomad API JSON, parsed and validated here (errors name the file)."""
+def _parse(path: str) -> tuple[Job, list[str]]:
+    """A job file parsed and validated here; every problem names the file."""
     try:
-        job, warnings = parse_job_file_with_warnings(path)
+        return parse_job_file_with_warnings(path)
     except ValidationError as exc:
         raise CliError("; ".join(f"{path}: {p}" for p in exc.problems)) from None
     except OSError as exc:
         raise CliError(f"{path}: {exc.strerror or exc}") from None
+
+
+def _load(path: str) -> tuple[dict[str, Any], list[str]]:
+    """The job file as Nomad API JSON."""
+    job, warnings = _parse(path)
     return job_to_nomad(job), warnings
+
+
+def _follow(args: argparse.Namespace, client: ApiClient, reply: dict[str, Any]) -> int:
+    """Monitor the write's evaluation, unless -detach (or it created none)."""
+    if args.detach or not reply.get("EvalID"):
+        print(f"Evaluation ID: {reply.get('EvalID', '')}")
+        return 0
+    return monitor(client, reply["EvalID"])
 
 
 def _job_path(job_id: str, suffix: str = "") -> str:
@@ -294,10 +307,7 @@ def stop(args: argparse.Namespace, client: ApiClient) -> int:
     reply = client.delete(
         _job_path(args.job), purge=str(args.purge).lower(), namespace=args.namespace
     )
-    if args.detach or not reply.get("EvalID"):
-        print(f"Evaluation ID: {reply.get('EvalID', '')}")
-        return 0
-    return monitor(client, reply["EvalID"])
+    return _follow(args, client, reply)
 
 
 def revert(args: argparse.Namespace, client: ApiClient) -> int:
@@ -306,10 +316,7 @@ def revert(args: argparse.Namespace, client: ApiClient) -> int:
         {"JobID": args.job, "JobVersion": args.version},
         namespace=args.namespace,
     )
-    if args.detach or not reply.get("EvalID"):
-        print(f"Evaluation ID: {reply.get('EvalID', '')}")
-        return 0
-    return monitor(client, reply["EvalID"])
+    return _follow(args, client, reply)
 
 
 def scale(args: argparse.Namespace, client: ApiClient) -> int:
@@ -319,10 +326,7 @@ def scale(args: argparse.Namespace, client: ApiClient) -> int:
         "Message": "submitted using the drover CLI",
     }
     reply = client.post(_job_path(args.job, "/scale"), body, namespace=args.namespace)
-    if args.detach:
-        print(f"Evaluation ID: {reply['EvalID']}")
-        return 0
-    return monitor(client, reply["EvalID"])
+    return _follow(args, client, reply)
 
 
 def scaling_events(args: argparse.Namespace, client: ApiClient) -> int:
@@ -342,12 +346,7 @@ def scaling_events(args: argparse.Namespace, client: ApiClient) -> int:
 
 
 def validate(args: argparse.Namespace, client: ApiClient | None = None) -> int:
-    try:
-        job, warnings = parse_job_file_with_warnings(args.file)
-    except ValidationError as exc:
-        raise CliError("; ".join(f"{args.file}: {p}" for p in exc.problems)) from None
-    except OSError as exc:
-        raise CliError(f"{args.file}: {exc.strerror or exc}") from None
+    job, warnings = _parse(args.file)
     for warning in warnings:
         error(f"warning: {args.file}: {warning}")
     if args.json:

@@ -9,11 +9,10 @@ from actors.api.core.call import Call
 from actors.api.core.errors import ApiError, bad_request, not_found
 from actors.api.core.fleets import fleet_to_json, parse_fleet
 from actors.api.core.http_types import ApiResponse
+from actors.api.core.shapes import NS_PER_S
 from actors.state import StateReader
 from contracts import DrainStrategy, ValidationError
 from contracts.messages import RequestKind
-
-_NS = 1_000_000_000
 
 
 def _prefixed(items: Any, prefix: str) -> list[Any]:
@@ -157,13 +156,13 @@ def drain_node(call: Call) -> ApiResponse:
     if spec is not None:
         if not isinstance(spec, dict):
             raise bad_request(f"DrainSpec: expected an object or null, got {spec!r}")
-        deadline = spec.get("Deadline", 3600 * _NS)
+        deadline = spec.get("Deadline", 3600 * NS_PER_S)
         if not isinstance(deadline, int) or isinstance(deadline, bool):
             raise bad_request(f"DrainSpec.Deadline: expected nanoseconds, got {deadline!r}")
         ignore = spec.get("IgnoreSystemJobs", False)
         if not isinstance(ignore, bool):
             raise bad_request(f"DrainSpec.IgnoreSystemJobs: expected a boolean, got {ignore!r}")
-        drain = DrainStrategy(deadline_s=deadline / _NS, ignore_system_jobs=ignore)
+        drain = DrainStrategy(deadline_s=deadline / NS_PER_S, ignore_system_jobs=ignore)
     mark = body.get("MarkEligible", False)
     if not isinstance(mark, bool):
         raise bad_request(f"MarkEligible: expected a boolean, got {mark!r}")

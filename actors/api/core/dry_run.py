@@ -47,6 +47,9 @@ class _JobOverlay:
 
 
 class _DryRunPlanner:
+    """InProcessPlanner(commit=False) minus its refresh: that one re-snapshots its store,
+    which would drop the overlay's job; here a partially rejected plan retries on the view."""
+
     def __init__(self, state: StateReader) -> None:
         self.state = state
         self.plans: list[Plan] = []

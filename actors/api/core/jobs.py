@@ -12,7 +12,7 @@ from actors.api.core.dry_run import plan_job
 from actors.api.core.errors import ApiError, bad_request, not_found
 from actors.api.core.http_types import ApiResponse
 from actors.state import StateReader
-from contracts import Job, ValidationError, to_wire
+from contracts import ClientStatus, Job, ValidationError, to_wire
 from contracts.jobspec import parse_hcl_with_warnings, parse_json_with_warnings
 from contracts.messages import LeaderResponse, RequestKind
 
@@ -272,11 +272,12 @@ def scale_status(call: Call) -> ApiResponse:
         groups = {}
         for tg in job.task_groups:
             live = [a for a in allocs if a.task_group == tg.name and not a.terminal()]
+            running = sum(1 for a in live if a.client_status is ClientStatus.RUNNING)
             groups[tg.name] = {
                 "Desired": tg.count,
                 "Placed": len(live),
-                "Running": sum(1 for a in live if a.client_status.value == "running"),
-                "Healthy": sum(1 for a in live if a.client_status.value == "running"),
+                "Running": running,
+                "Healthy": running,  # no health checks: a running allocation is healthy
                 "Unhealthy": 0,
                 "Events": [to_wire(e) for e in events.get(tg.name, ())],
             }

@@ -16,7 +16,7 @@ from typing import Any
 from contracts import Allocation, ClientStatus, Evaluation, Job, Node, to_wire
 from contracts.resources import AllocatedResources, NodeResources
 
-_NS = 1_000_000_000
+NS_PER_S = 1_000_000_000
 _DURATIONS = {
     "KillTimeoutS": "KillTimeout",
     "StaggerS": "Stagger",
@@ -32,7 +32,7 @@ def _nomad_keys(value: Any) -> Any:
         out: dict[str, Any] = {}
         for key, item in value.items():
             if key in _DURATIONS and isinstance(item, int | float):
-                out[_DURATIONS[key]] = round(item * _NS)
+                out[_DURATIONS[key]] = round(item * NS_PER_S)
             elif key == "EphemeralDiskMB":
                 out["EphemeralDisk"] = {"SizeMB": item}
             else:
@@ -233,7 +233,7 @@ def node_full(node: Node) -> dict[str, Any]:
     full["DrainStrategy"] = (
         {
             "DrainSpec": {
-                "Deadline": int(node.drain_strategy.deadline_s * _NS),
+                "Deadline": int(node.drain_strategy.deadline_s * NS_PER_S),
                 "IgnoreSystemJobs": node.drain_strategy.ignore_system_jobs,
             },
             "StartedAt": node.drain_strategy.started_at,
