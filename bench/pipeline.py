@@ -107,8 +107,7 @@ def _run_system(
         leader = system.leader
         expected = jobs * count
         started = time.perf_counter()
-        for i in range(jobs):
-            client.run_job(make_job(i, count))
+        client.run_jobs([make_job(i, count) for i in range(jobs)])
         placed = 0
         deadline = started + timeout_s
         while time.perf_counter() < deadline:

@@ -36,6 +36,7 @@ from actors.leader.actor import LeaderActor
 from actors.streams.client import connect
 from actors.streams.names import StreamNames
 from actors.worker.actor import WorkerActor
+from actors.worker.service import DELIVERIES_PER_WORKER
 from contracts import Allocation, ClientStatus, Job
 from contracts.jobspec import parse_job_file
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
@@ -124,7 +125,9 @@ class DroverSystem:
         self.broker = (
             ray.remote(BrokerActor)
             .options(name="drover-broker", **options)
-            .remote(url, prefix, workers, config.nack_timeout_s, **telemetry)
+            .remote(
+                url, prefix, DELIVERIES_PER_WORKER * workers, config.nack_timeout_s, **telemetry
+            )
         )
         self.workers = [
             ray.remote(WorkerActor)
@@ -345,6 +348,38 @@ class DroverClient:
 
     def run_job(self, job: Job, *, preserve_counts: bool = False) -> LeaderResponse:
         return self._request(RequestKind.REGISTER_JOB, job=job, preserve_counts=preserve_counts)
+
+    def run_jobs(
+        self, jobs: Sequence[Job], *, preserve_counts: bool = False
+    ) -> list[LeaderResponse]:
+        """Register several jobs at once: every request is sent before any answer is awaited,
+        so the leader commits them back to back and their evals reach the workers together
+        (a user submitting a batch; tests that need concurrent plans)."""
+        requests = [
+            LeaderRequest(
+                RequestKind.REGISTER_JOB,
+                request_id=str(uuid.uuid4()),
+                namespace=self.namespace,
+                job=job,
+                preserve_counts=preserve_counts,
+            )
+            for job in jobs
+        ]
+        deadline = time.monotonic() + 30.0
+        while True:
+            try:
+                responses: list[LeaderResponse] = ray.get(
+                    [self.leader.request.remote(r) for r in requests]
+                )
+                break
+            except ray.exceptions.ActorUnavailableError:  # request ids make a resend safe
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        refused = [(job.id, r.error) for job, r in zip(jobs, responses, strict=True) if not r.ok]
+        if refused:
+            raise RuntimeError("; ".join(f"{job_id}: {error}" for job_id, error in refused))
+        return responses
 
     def run_job_file(self, path: str | Path, *, preserve_counts: bool = False) -> LeaderResponse:
         return self.run_job(parse_job_file(path), preserve_counts=preserve_counts)

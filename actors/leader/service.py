@@ -44,7 +44,7 @@ from contracts.messages import (
     PlanSubmission,
     RequestKind,
 )
-from contracts.state_log import LogEntry, StateChange
+from contracts.state_log import LogEntry, StateChange, UpsertAllocs
 from observability import Telemetry
 
 log = logging.getLogger(__name__)
@@ -314,7 +314,10 @@ class LeaderService:
                 LogEntry(
                     expected + i + 1,
                     term,
-                    c,
+                    # Stamped once here, so that no follower copies the records again.
+                    self.store.stamp_allocs(c, expected + i + 1)
+                    if isinstance(c, UpsertAllocs)
+                    else c,
                     request_id if i == len(changes) - 1 else "",
                     trace=trace or {},
                 )

@@ -35,6 +35,7 @@ from contracts.job import Job
 from contracts.node import Node
 from contracts.scaling import TRACKED_SCALING_EVENTS, ScalingEvent
 from contracts.state_log import (
+    AllocClientUpdate,
     AppendScalingEvent,
     DeleteEvals,
     DeleteNodes,
@@ -85,6 +86,43 @@ _client_update = replacer(
     Allocation, "client_status", "client_description", "modify_index", "modify_time"
 )
 _stamped_eval = replacer(Evaluation, "create_index", "modify_index")
+
+
+def stamped_alloc(alloc: Allocation, old: Allocation | None, index: int) -> Allocation:
+    """The record a plan's `alloc` becomes at `index` over `old`: indexes stamped, creation
+    kept, and the client-owned fields kept unless the plan sets them itself. A record that
+    already is that (stamped by the leader before it wrote the entry) is returned as is."""
+    if old is None:
+        if alloc.create_index == alloc.modify_index == alloc.alloc_modify_index == index:
+            return alloc
+        return _new_alloc(alloc, index, index, index)
+    if (
+        alloc.modify_index == index
+        and alloc.alloc_modify_index == index
+        and alloc.create_index == old.create_index
+        and alloc.create_time == old.create_time
+        and (
+            alloc.client_status in _SERVER_SET_CLIENT_STATUS
+            or (
+                alloc.client_status is old.client_status
+                and alloc.client_description == old.client_description
+            )
+        )
+    ):
+        return alloc
+    if alloc.client_status in _SERVER_SET_CLIENT_STATUS:
+        return _updated_alloc(alloc, old.create_index, old.create_time, index, index)
+    return _updated_alloc_keep_client(
+        alloc,
+        old.client_status,
+        old.client_description,
+        old.create_index,
+        old.create_time,
+        index,
+        index,
+    )
+
+
 _stamped_node = replacer(Node, "create_index", "modify_index")
 
 
@@ -203,6 +241,8 @@ class StateStore(TableReader):
         """Apply `change` at the next index (the leader's path); returns that index."""
         with self._lock:
             index = self._latest + 1
+            if isinstance(change, UpsertAllocs):
+                change = self.stamp_allocs(change, index)
             self.apply(LogEntry(index=index, term=term, change=change))
             return index
 
@@ -423,6 +463,18 @@ class StateStore(TableReader):
     # ------------------------------------------------------------------------------------
     # Allocations
 
+    def stamp_allocs(self, change: UpsertAllocs, index: int) -> UpsertAllocs:
+        """`change` with its records exactly as applying it at `index` will store them.
+
+        The leader stamps a plan's allocations once, before the entry is written: every
+        replica then finds them already stamped and stores them as they are, instead of
+        copying each record again (one copy per allocation per follower)."""
+        allocs = self._allocs
+        stamped = tuple(
+            stamped_alloc(alloc, allocs.get(alloc.id), index) for alloc in change.allocs
+        )
+        return UpsertAllocs(allocs=stamped, evals=change.evals)
+
     def _apply_upsert_allocs(self, change: UpsertAllocs, index: int) -> None:
         for ev in change.evals:
             self._put_eval(ev, index)
@@ -430,49 +482,35 @@ class StateStore(TableReader):
         for alloc in change.allocs:
             slot = allocs.slot(alloc.id)
             old = allocs.get_at(slot, alloc.id)
-            if old is None:
-                new = _new_alloc(alloc, index, index, index)
-            elif alloc.client_status in _SERVER_SET_CLIENT_STATUS:
-                new = _updated_alloc(alloc, old.create_index, old.create_time, index, index)
-            else:
-                new = _updated_alloc_keep_client(
-                    alloc,
-                    old.client_status,
-                    old.client_description,
-                    old.create_index,
-                    old.create_time,
-                    index,
-                    index,
-                )
-            self._write_alloc(old, new, slot)
+            self._write_alloc(old, stamped_alloc(alloc, old, index), slot)
         if change.allocs:
             self._touch("allocs", index)
 
     def _apply_client_updates(self, change: UpdateAllocsClientStatus, index: int) -> None:
-        allocs = self._allocs
-        dirty = self._dirty
         touched = False
         for update in change.updates:
-            slot = allocs.slot(update.alloc_id)
-            old = allocs.get_at(slot, update.alloc_id)
-            if old is None:
-                continue
-            touched = True
-            new = _client_update(
-                old, update.client_status, update.client_description, index, update.modify_time
-            )
-            if (
-                update.client_status not in CLIENT_TERMINAL
-                and old.client_status not in CLIENT_TERMINAL
-            ):
-                # The common report (pending -> running): the allocation stays live where it
-                # is, so usage, indexes and live counters are unchanged.
-                allocs.set_at(slot, new.id, new)
-                dirty.setdefault((new.namespace, new.job_id), False)
-            else:
-                self._write_alloc(old, new, slot)
+            touched = self._apply_client_update(update, index) or touched
         if touched:
             self._touch("allocs", index)
+
+    def _apply_client_update(self, update: AllocClientUpdate, index: int) -> bool:
+        """One client report at `index`; False if its allocation is unknown."""
+        allocs = self._allocs
+        slot = allocs.slot(update.alloc_id)
+        old = allocs.get_at(slot, update.alloc_id)
+        if old is None:
+            return False
+        new = _client_update(
+            old, update.client_status, update.client_description, index, update.modify_time
+        )
+        if update.client_status not in CLIENT_TERMINAL and old.client_status not in CLIENT_TERMINAL:
+            # The common report (pending -> running): the allocation stays live where it
+            # is, so usage, indexes and live counters are unchanged.
+            allocs.set_at(slot, new.id, new)
+            self._dirty.setdefault((new.namespace, new.job_id), False)
+        else:
+            self._write_alloc(old, new, slot)
+        return True
 
     def _write_alloc(self, old: Allocation | None, new: Allocation, slot: int = -1) -> None:
         """Store `new` over `old`, keeping indexes, usage and job counters in step."""

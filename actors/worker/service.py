@@ -18,6 +18,7 @@ scheduler in the middle of its work, which costs the scheduler far more than the
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import itertools
 import logging
@@ -31,6 +32,7 @@ from opentelemetry.trace import INVALID_SPAN, Span
 from actors.process_settings import tune_gc
 from actors.runtime.replica import LogReplica
 from actors.state import StateReader
+from actors.state.job_scoped import JobScopedStore
 from actors.streams import GroupConsumer, StreamBus
 from actors.streams.envelope import decode_message, registry_of
 from actors.streams.names import WORKERS_GROUP, StreamNames
@@ -57,6 +59,17 @@ REPLY_TYPES = registry_of(PlanResponse, LeaderResponse)
 REPLY_READ_COUNT = 64
 # How long the loop blocks for a delivery before applying the log that arrived meanwhile.
 IDLE_BLOCK_MS = 50
+# Queued allocation work filed per idle turn: a few milliseconds, so a delivery that arrives
+# meanwhile waits no longer than that.
+IDLE_SETTLE_ITEMS = 5_000
+# Answers read but not waited for, kept until asked for (bounded: one per timed-out wait).
+KEPT_REPLIES = 1_000
+# Deliveries a worker holds at once: the one it schedules, and the previous one whose ack
+# waits for the leader's answer to its final status (the broker's capacity is this many per
+# worker).
+DELIVERIES_PER_WORKER = 2
+# How long a stopping worker waits for the answer its last ack depends on.
+STOP_ACK_TIMEOUT_S = 2.0
 
 
 class LeaderUnavailable(RuntimeError):
@@ -74,6 +87,9 @@ class ReplyChannel:
         self.client = client
         self.stream = stream
         self.last_id = "$"
+        # Replies read while waiting for another one (the answer to an eval update the
+        # worker did not wait for arrives while it waits for its next plan's).
+        self._kept: dict[tuple[str, int] | str, object] = {}
 
     def start(self) -> None:
         # Only replies sent after we start count; older ones belong to a previous incarnation.
@@ -88,6 +104,9 @@ class ReplyChannel:
         replica: LogReplica | None = None,
     ) -> object:
         """The reply `match` with `key`; while waiting, applies the log to `replica`."""
+        kept = self._kept.pop(key, None)
+        if isinstance(kept, match):
+            return kept
         deadline = time.monotonic() + timeout_s
         log_stream = replica.names.log.encode() if replica is not None else b""
         while (remaining := deadline - time.monotonic()) > 0:
@@ -105,8 +124,12 @@ class ReplyChannel:
             for message_id, fields in replies:
                 self.last_id = _name(message_id).decode()
                 _type, message, _trace = decode_message(fields, REPLY_TYPES)
-                if isinstance(message, match) and _reply_key(message) == key:
+                reply_key = _reply_key(message)
+                if isinstance(message, match) and reply_key == key:
                     return message
+                self._kept[reply_key] = message
+                if len(self._kept) > KEPT_REPLIES:  # answers nobody will ask for (timed out)
+                    del self._kept[next(iter(self._kept))]
         raise LeaderUnavailable(f"no {match.__name__} for {key} within {timeout_s:.0f}s")
 
 
@@ -155,7 +178,7 @@ class StreamPlanner:
         # Part of the plan was rejected: the scheduler retries on state at least this fresh.
         worker.stats["refreshes"] += 1
         worker.replica.catch_up_to(result.refresh_index, worker.wait_timeout_s)
-        return result, worker.replica.snapshot()
+        return result, worker.snapshot_for(self.delivery.eval)
 
     def update_eval(self, evaluation: Evaluation) -> None:
         self.final = evaluation
@@ -166,11 +189,13 @@ class StreamPlanner:
     def reblock_eval(self, evaluation: Evaluation) -> None:
         self.final = evaluation
 
-    def flush(self) -> None:
-        """Write the eval's final status (and evals not yet sent), fenced by the token."""
+    def flush(self) -> str:
+        """Send the eval's final status (and evals not yet sent), fenced by the token;
+        returns the request's id ("" if there was nothing to send). The answer is not
+        awaited here: the worker acks the delivery once it comes (see WorkerService)."""
         evals = [*self.evals, *([self.final] if self.final else [])]
         if not evals:
-            return
+            return ""
         worker = self.worker
         request_id = f"{worker.worker_id}-{next(worker.request_ids)}"
         request = LeaderRequest(
@@ -182,12 +207,18 @@ class StreamPlanner:
             fence_token=self.delivery.token,
         )
         worker.bus.publish(worker.names.requests, [("LeaderRequest", request)])
-        response = worker.reply.wait(
-            LeaderResponse, request_id, worker.reply_timeout_s, worker.replica
-        )
-        assert isinstance(response, LeaderResponse)
-        if not response.ok:
-            raise StaleDelivery(response.error)
+        return request_id
+
+
+@dataclasses.dataclass(slots=True)
+class UnackedEval:
+    """An evaluation whose final status went to the leader and whose ack waits for its
+    answer. The worker meanwhile takes the next delivery: the answer is read while it
+    waits for that one's plans, so an eval costs one round trip to the leader fewer."""
+
+    delivery: EvalDelivery
+    request_id: str
+    span: Span
 
 
 class WorkerService:
@@ -209,12 +240,16 @@ class WorkerService:
         self.client = client
         self.names = names
         self.bus = StreamBus(client)
-        self.replica = LogReplica(client, names)
+        # Allocation records are settled per job, when an evaluation of that job reads them:
+        # the scheduler reads one job's allocations and everyone's node usage.
+        self.store = JobScopedStore()
+        self.replica = LogReplica(client, names, store=self.store)
         self.reply = ReplyChannel(client, names.plan_results(worker_id))
         self.wait_timeout_s = wait_timeout_s
         self.reply_timeout_s = reply_timeout_s
         self.request_ids = itertools.count(1)
         self.stats = {"evals": 0, "plans": 0, "partial_plans": 0, "refreshes": 0, "nacks": 0}
+        self.unacked: UnackedEval | None = None
         self._consumer = GroupConsumer(
             self.bus,
             names.deliveries,
@@ -231,27 +266,69 @@ class WorkerService:
         self.replica.load()
         self.reply.start()
 
+    def snapshot_for(self, evaluation: Evaluation) -> StateReader:
+        return self.store.snapshot_for_job(evaluation.namespace, evaluation.job_id)
+
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
             try:
                 self.replica.catch_up()  # what was committed while we waited (no blocking)
-                self._consumer.poll_once()
+                if not self._consumer.poll_once():
+                    # Idle: ack what is in flight, and file some of the allocations queued
+                    # per job, so that a later evaluation has less to settle.
+                    self.finish_unacked()
+                    self.store.settle_some(IDLE_SETTLE_ITEMS)
             except redis.ConnectionError:
                 if stop.is_set():
                     return
                 time.sleep(0.2)
+        with contextlib.suppress(redis.ConnectionError):
+            # A clean stop leaves no delivery to redeliver (unless the leader is gone too).
+            self.finish_unacked(timeout_s=STOP_ACK_TIMEOUT_S)
 
     def _handle(self, batch: Sequence[tuple[str, str, object, dict[str, str]]]) -> None:
         for message_id, _type, delivery, trace in batch:
             assert isinstance(delivery, EvalDelivery)
             with self.tracing.evaluation(delivery, trace, message_id) as span:
-                outcome, reason = self.process(delivery, span)
-                ack = EvalAck(delivery.eval.id, delivery.token, outcome, self.worker_id, reason)
-                ack_trace = self.tracing.ack_trace(span, outcome, reason)
-                self.bus.publish(self.names.acks, [("EvalAck", ack)], ack_trace)
+                outcome, reason, request_id = self.process(delivery, span)
+                self.finish_unacked()  # the previous eval's answer came in meanwhile
+                if request_id:
+                    self.unacked = UnackedEval(delivery, request_id, span)
+                else:
+                    self._ack(delivery, span, outcome, reason)
 
-    def process(self, delivery: EvalDelivery, span: Span = INVALID_SPAN) -> tuple[AckOutcome, str]:
-        """Schedule one evaluation; any failure becomes a nack with the reason."""
+    def finish_unacked(self, timeout_s: float | None = None) -> None:
+        """Ack (or nack, if the leader refused the token) the eval whose final status
+        is in flight, once the leader answered."""
+        pending, self.unacked = self.unacked, None
+        if pending is None:
+            return
+        outcome, reason = AckOutcome.ACK, ""
+        try:
+            response = self.reply.wait(
+                LeaderResponse,
+                pending.request_id,
+                self.reply_timeout_s if timeout_s is None else timeout_s,
+                self.replica,
+            )
+            assert isinstance(response, LeaderResponse)
+            if not response.ok:
+                outcome, reason = AckOutcome.NACK, response.error
+        except LeaderUnavailable as exc:
+            self.stats["nacks"] += 1
+            outcome, reason = AckOutcome.NACK, str(exc)
+        self._ack(pending.delivery, pending.span, outcome, reason)
+
+    def _ack(self, delivery: EvalDelivery, span: Span, outcome: AckOutcome, reason: str) -> None:
+        ack = EvalAck(delivery.eval.id, delivery.token, outcome, self.worker_id, reason)
+        ack_trace = self.tracing.ack_trace(span, outcome, reason)
+        self.bus.publish(self.names.acks, [("EvalAck", ack)], ack_trace)
+
+    def process(
+        self, delivery: EvalDelivery, span: Span = INVALID_SPAN
+    ) -> tuple[AckOutcome, str, str]:
+        """Schedule one evaluation; any failure becomes a nack with the reason. The third
+        item is the id of the final-status request whose answer the ack waits for."""
         self.stats["evals"] += 1
         try:
             if not self.replica.catch_up_to(delivery.wait_index, self.wait_timeout_s):
@@ -260,17 +337,16 @@ class WorkerService:
                 )
             self.replica.catch_up()  # and whatever else is committed: the freshest snapshot
             planner = StreamPlanner(self, delivery)
-            scheduler = new_scheduler(delivery.eval.type, self.replica.snapshot(), planner)
+            scheduler = new_scheduler(delivery.eval.type, self.snapshot_for(delivery.eval), planner)
             scheduler.phases = self.tracing.phases()
             try:
                 scheduler.process(delivery.eval)
             finally:
                 self.tracing.record_phases(span, scheduler.phases)
-            planner.flush()
-            return AckOutcome.ACK, ""
+            return AckOutcome.ACK, "", planner.flush()
         except StaleDelivery as exc:
-            return AckOutcome.NACK, str(exc)
+            return AckOutcome.NACK, str(exc), ""
         except Exception as exc:  # a failed eval is nacked and redelivered, never lost
             log.exception("eval %s failed on %s", delivery.eval.id, self.worker_id)
             self.stats["nacks"] += 1
-            return AckOutcome.NACK, f"{type(exc).__name__}: {exc}"
+            return AckOutcome.NACK, f"{type(exc).__name__}: {exc}", ""

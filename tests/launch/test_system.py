@@ -144,8 +144,7 @@ def test_concurrent_plans_collide_and_every_job_is_placed_or_blocked(
     refreshes and retries. The pool holds 200 allocations of the 240 asked for."""
     before = ray.get(system.leader.stats.remote())
     ids = [f"crowd-{i}" for i in range(6)]
-    for job_id in ids:
-        client.run_job(job(job_id, 40, "crowd", cpu=400, mem=256))
+    client.run_jobs([job(job_id, 40, "crowd", cpu=400, mem=256) for job_id in ids])
 
     def settled() -> bool:
         for job_id in ids:

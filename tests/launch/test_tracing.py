@@ -72,8 +72,7 @@ def test_one_trace_per_eval_crosses_every_actor_and_conflicts_are_attributed(
 ) -> None:
     system, data_dir = crowded
     client = system.client()
-    for job_id in JOBS:
-        client.run_job(crowd_job(job_id))
+    client.run_jobs([crowd_job(job_id) for job_id in JOBS])  # together: the plans collide
     evals = settle(system, JOBS)
     stats = client.leader_stats()
     time.sleep(0.5)  # the agents' last starts

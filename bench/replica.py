@@ -1,0 +1,143 @@
+"""What a read replica pays per allocation: `python -m bench.replica`.
+
+Every worker, the broker and each agent follow the leader's state log, so the cost of decoding
+and applying an entry is paid once per follower for every allocation placed: with two workers
+it is the largest cost the actor pipeline adds to the scheduler's own. This bench records the
+log of `bench.core`'s workload (each plan's UpsertAllocs followed by the agents' "running"
+reports for its allocations, as the running system writes them), encodes it as the leader
+does, and replays it into a fresh store the way a worker does (decode, apply, take a snapshot
+per entry). Prints one JSON line with microseconds per allocation for decoding and applying.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Any
+
+import orjson
+
+from actors.leader.core.inprocess_planner import InProcessPlanner
+from actors.process_settings import tune_gc
+from actors.state import StateStore
+from actors.worker.core.scheduler import new_scheduler
+from bench.core import make_job, make_nodes
+from contracts import ClientStatus, Evaluation, TriggeredBy
+from contracts.state_log import (
+    AllocClientUpdate,
+    LogEntry,
+    UpdateAllocsClientStatus,
+    UpsertAllocs,
+    UpsertJob,
+    UpsertNodes,
+    decode_entry,
+    encode_entry,
+)
+
+
+class _RecordingStore(StateStore):
+    """A store that keeps every entry it applies, and follows each committed plan with the
+    agents' "running" reports for the allocations it placed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entries: list[LogEntry] = []
+
+    def apply(self, entry: LogEntry) -> None:
+        super().apply(entry)
+        self.entries.append(entry)
+
+    def commit(self, change: Any, term: int = 0) -> int:
+        index = super().commit(change, term)
+        if isinstance(change, UpsertAllocs) and change.allocs:
+            running = tuple(
+                AllocClientUpdate(a.id, ClientStatus.RUNNING, "", 1, a.node_id)
+                for a in change.allocs
+                if a.client_status is ClientStatus.PENDING
+            )
+            index = super().commit(UpdateAllocsClientStatus(running), term)
+        return index
+
+
+def record_log(nodes: int, jobs: int, count: int, seed: int = 7) -> list[bytes]:
+    store = _RecordingStore()
+    store.commit(UpsertNodes(tuple(make_nodes(nodes, seed))))
+    evals = []
+    for i in range(jobs):
+        job = make_job(i, count)
+        evaluation = Evaluation(
+            id=f"eval-{i:04d}-0000-0000-0000-{i:012x}",
+            job_id=job.id,
+            type="service",
+            priority=job.priority,
+            triggered_by=TriggeredBy.JOB_REGISTER,
+        )
+        store.commit(UpsertJob(job, evals=(evaluation,)))
+        evals.append(evaluation)
+    planner = InProcessPlanner(store)
+    for evaluation in evals:
+        new_scheduler("service", store.snapshot(), planner).process(evaluation)
+    return [encode_entry(entry) for entry in store.entries]
+
+
+def replay(raw_entries: list[bytes]) -> dict[str, float]:
+    store = StateStore()
+    decode_s = apply_s = 0.0
+    allocs = updates = 0
+    clock = time.perf_counter
+    for raw in raw_entries:
+        t0 = clock()
+        entry = decode_entry(raw)
+        t1 = clock()
+        store.apply(entry)
+        store.snapshot()  # a worker schedules on a fresh snapshot: writes after it copy
+        t2 = clock()
+        decode_s += t1 - t0
+        apply_s += t2 - t1
+        change = entry.change
+        if isinstance(change, UpsertAllocs):
+            allocs += len(change.allocs)
+        elif isinstance(change, UpdateAllocsClientStatus):
+            updates += len(change.updates)
+    return {
+        "allocs": allocs,
+        "client_updates": updates,
+        "decode_s": decode_s,
+        "apply_s": apply_s,
+    }
+
+
+def run(nodes: int, jobs: int, count: int, repeat: int) -> dict[str, Any]:
+    tune_gc()
+    raw = record_log(nodes, jobs, count)
+    runs = [replay(raw) for _ in range(repeat)]
+    best = min(runs, key=lambda r: r["decode_s"] + r["apply_s"])
+    per_alloc = 1e6 / best["allocs"]
+    return {
+        "bench": "replica",
+        "nodes": nodes,
+        "jobs": jobs,
+        "count": count,
+        "entries": len(raw),
+        "log_bytes": sum(len(r) for r in raw),
+        "allocs": best["allocs"],
+        "client_updates": best["client_updates"],
+        "decode_us_per_alloc": round(best["decode_s"] * per_alloc, 2),
+        "apply_us_per_alloc": round(best["apply_s"] * per_alloc, 2),
+        "total_us_per_alloc": round((best["decode_s"] + best["apply_s"]) * per_alloc, 2),
+        "repeat": repeat,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--jobs", type=int, default=100)
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3, help="replays; the fastest is reported")
+    args = parser.parse_args(argv)
+    print(orjson.dumps(run(args.nodes, args.jobs, args.count, args.repeat)).decode())
+
+
+if __name__ == "__main__":
+    main()
