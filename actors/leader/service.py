@@ -265,11 +265,11 @@ class LeaderService:
             )
             return self._reply(submission, PlanResponse(plan.eval_id, submission.attempt, nothing))
         fence = Fence(plan.eval_id, plan.eval_token) if plan.eval_token else None
-        fresh = sum(
+        fresh = sum(  # new allocations (the scheduler leaves their create index at 0)
             1
             for allocs in result.node_allocation.values()
             for alloc in allocs
-            if self.store.alloc(alloc.id) is None
+            if not alloc.create_index
         )
         answered: list[PlanResponse] = []
 

@@ -66,6 +66,11 @@ class FilterMetrics:
     class_filtered: dict[str, int] = field(default_factory=dict)
     constraint_filtered: dict[str, int] = field(default_factory=dict)
 
+    def copy(self) -> FilterMetrics:
+        return FilterMetrics(
+            self.nodes_filtered, dict(self.class_filtered), dict(self.constraint_filtered)
+        )
+
     def filtered(self, node: Node, reason: str) -> None:
         self.nodes_filtered += 1
         self.constraint_filtered[reason] = self.constraint_filtered.get(reason, 0) + 1

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from actors.worker.core.scheduler.attempt_cache import AttemptCache
 from actors.worker.core.scheduler.base import SchedulerBase, new_uuid, wall_clock_ns
 from actors.worker.core.scheduler.context import EvalContext
 from actors.worker.core.scheduler.feasible import (
     FilterMetrics,
     GroupFeasibility,
     in_any_datacenter,
-    ready_nodes_in_pool,
 )
 from actors.worker.core.scheduler.phases import now_ns
 from actors.worker.core.scheduler.planner import Planner
@@ -43,7 +42,8 @@ MAX_BATCH_ATTEMPTS = 2
 
 
 def shuffle_seed(eval_id: str, index: int) -> int:
-    """Deterministic per (evaluation, snapshot): a retry after a refresh reshuffles."""
+    """Deterministic per (evaluation, snapshot). A retry on unchanged nodes keeps the order
+    it shuffled first (attempt_cache.py); one after the nodes changed reshuffles."""
     tail = eval_id.replace("-", "")[-16:] or "0"
     try:
         value = int(tail, 16)
@@ -66,11 +66,24 @@ class GenericScheduler(SchedulerBase):
         super().__init__(state, planner, algorithm=algorithm, now_ns=now_ns, new_id=new_id)
         self.batch = batch
         self.max_attempts = MAX_BATCH_ATTEMPTS if batch else MAX_SERVICE_ATTEMPTS
+        self._attempt_cache: AttemptCache | None = None
+
+    def _reuse_attempt(self, ctx: EvalContext, job: Job) -> None:
+        """A retry on unchanged nodes and job keeps the previous attempt's node set, rings
+        and class eligibility (see attempt_cache.py)."""
+        key = AttemptCache.key_for(self.state, job)
+        cache = self._attempt_cache
+        if cache is not None and cache.key == key:
+            ctx.eligibility = cache.eligibility
+        else:
+            self._attempt_cache = AttemptCache(key, ctx.eligibility)
 
     def _compute(self, ctx: EvalContext, job: Job | None) -> None:
         evaluation = self.eval
         assert evaluation is not None
         state = self.state
+        if job is not None:
+            self._reuse_attempt(ctx, job)
         allocs = state.allocs_by_job(evaluation.namespace, evaluation.job_id)
         namespace, job_id = evaluation.namespace, evaluation.job_id
         phases = self.phases
@@ -120,8 +133,10 @@ class GenericScheduler(SchedulerBase):
             )
         if not result.place and not result.destructive:
             return
-        nodes, by_dc = ready_nodes_in_pool(state.nodes(), job)
-        random.Random(shuffle_seed(evaluation.id, state.latest_index())).shuffle(nodes)
+        cache = self._attempt_cache
+        assert cache is not None
+        seed = shuffle_seed(evaluation.id, state.latest_index())
+        nodes, by_dc = cache.base_nodes(state, job, seed)
         stacks: dict[str, GroupStack] = {}
         placing = now_ns() if phases is not None else 0
         # Destructive updates first: their stops free resources for what follows.
@@ -135,7 +150,10 @@ class GenericScheduler(SchedulerBase):
                     ctx, job, tg, nodes, by_dc, batch=self.batch, algorithm=self.algorithm
                 )
                 stack.phases = phases
+                cache.restore(stack)
             self._place(ctx, job, stack, placement)
+        for stack in stacks.values():
+            cache.keep(stack)
         if phases is not None:
             # Ranking is the placement loop's time less the feasibility passes inside it.
             ended = now_ns()

@@ -39,6 +39,10 @@ from actors.worker.core.scheduler.spread import SpreadScorer
 from contracts import AllocMetric, Job, Node, TaskGroup
 from contracts.resources import AllocatedDevice, DeviceRequest
 
+# A group's feasible nodes with their capacities (minus reserved) and the reciprocals the
+# inlined bin-packing score multiplies by: (node, cpu, memory_mb, disk_mb, 1/cpu, 1/memory).
+Ring = list[tuple[Node, int, int, int, float, float]]
+
 
 class GroupStack:
     def __init__(
@@ -62,7 +66,7 @@ class GroupStack:
         # filtering depends on what the plan placed so far and is counted per placement.
         self.filter_metrics = FilterMetrics()
         self.placement_metrics = FilterMetrics()
-        self.ring: list[tuple[Node, int, int, int, float, float]] | None = None
+        self.ring: Ring | None = None
         # Ring positions known not to fit the group's ask: within an evaluation a node only
         # fills up (stops that free room clear the mark, see `EvalContext.freed`), so later
         # placements skip them without re-checking. Value: the exhausted dimension.
@@ -97,7 +101,7 @@ class GroupStack:
 
     # -- static part ------------------------------------------------------------------------
 
-    def _build_ring(self) -> list[tuple[Node, int, int, int, float, float]]:
+    def _build_ring(self) -> Ring:
         """Feasible nodes with their capacities (minus reserved) and the reciprocals the
         inlined bin-packing score multiplies by."""
         ring = []
