@@ -169,6 +169,14 @@ def test_concurrent_plans_collide_and_every_job_is_placed_or_blocked(
     assert placed == 200  # the pool is exactly full
     assert overcommitted(system) == []
 
+    # A worker acks an eval once the leader answered its final status, without waiting for
+    # it; the last one of each worker is acked while the worker idles.
+    def answered() -> bool:
+        broker = ray.get(system.broker.stats.remote())
+        return broker["acked"] + broker["nacked"] == broker["delivered"]
+
+    wait_until(answered, timeout_s=10, what="every delivery acked or nacked")
+
 
 def test_bad_stream_messages_go_to_dead_letter_and_consumers_go_on(
     system: DroverSystem, client: DroverClient
