@@ -5,7 +5,7 @@ linux half of `--nodes` simulated nodes) is first scheduled in-process (the core
 ratio's denominator), then through the running system: a leader, a broker, `--workers`
 scheduler workers and one simulated agent over Redis streams on a local Ray. The clock runs
 from the first job submission until every allocation is committed at the leader. Prints one
-JSON line.
+JSON line. The in-process figure is the fastest of `--inprocess-repeat` runs.
 
 `--tracing on|off` runs the actors with OpenTelemetry on (JSON lines export into the run's
 data directory) or off; `--tracing both` runs the system twice, off then on, and reports the
@@ -50,8 +50,13 @@ def run(
     timeout_s: float,
     tracing: str = "off",
     repeat: int = 3,
+    inprocess_repeat: int = 3,
 ) -> dict[str, Any]:
-    inprocess = run_inprocess(nodes, jobs, count)
+    # The ratio's denominator is the fastest of a few in-process runs: one slow run on a
+    # noisy machine would flatter the ratio, never hurt it.
+    inprocess_runs = [run_inprocess(nodes, jobs, count) for _ in range(max(1, inprocess_repeat))]
+    inprocess = max(inprocess_runs, key=lambda r: r["placements_per_s"])
+    inprocess["runs"] = [r["placements_per_s"] for r in inprocess_runs]
     if tracing == "both":
         # Alternate the order (off/on, on/off, ...) so warm-up and drift hit both sides.
         runs: dict[bool, list[dict[str, Any]]] = {False: [], True: []}
@@ -134,6 +139,7 @@ def _run_system(
         "seconds": round(seconds, 3),
         "placements_per_s": round(pipeline_rate, 1),
         "inprocess_placements_per_s": inprocess["placements_per_s"],
+        "inprocess_runs": inprocess["runs"],
         "ratio": round(pipeline_rate / inprocess["placements_per_s"], 3),
         "plans": stats["plans"],
         "partial_rejections": stats["partial_plans"],
@@ -153,9 +159,19 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--tracing", choices=("on", "off", "both"), default="off")
     parser.add_argument("--repeat", type=int, default=3, help="runs per side with --tracing both")
+    parser.add_argument(
+        "--inprocess-repeat", type=int, default=3, help="in-process runs; the fastest counts"
+    )
     args = parser.parse_args(argv)
     result = run(
-        args.nodes, args.jobs, args.count, args.workers, args.timeout, args.tracing, args.repeat
+        args.nodes,
+        args.jobs,
+        args.count,
+        args.workers,
+        args.timeout,
+        args.tracing,
+        args.repeat,
+        args.inprocess_repeat,
     )
     print(orjson.dumps(result).decode())
 
