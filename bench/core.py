@@ -111,9 +111,10 @@ def overcommitted(nodes: Iterable[Node], allocs: Iterable[Allocation]) -> list[s
     return bad
 
 
-def run(nodes: int, jobs: int, count: int, seed: int = 7) -> dict[str, Any]:
-    tune_gc()  # as every drover process does (actors/process_settings.py)
-    store = StateStore()
+def register_workload(
+    store: StateStore, nodes: int, jobs: int, count: int, seed: int = 7
+) -> list[str]:
+    """Commit the nodes and the jobs, each with its registration eval; returns the eval ids."""
     store.commit(UpsertNodes(tuple(make_nodes(nodes, seed))))
     evals = []
     for i in range(jobs):
@@ -127,13 +128,25 @@ def run(nodes: int, jobs: int, count: int, seed: int = 7) -> dict[str, Any]:
         )
         store.commit(UpsertJob(job, evals=(evaluation,)))
         evals.append(evaluation.id)
+    return evals
 
+
+def schedule_all(store: StateStore, eval_ids: list[str]) -> InProcessPlanner:
+    """Run every eval through the scheduler, plans applied straight to `store`."""
     planner = InProcessPlanner(store)
-    started = time.perf_counter()
-    for eval_id in evals:
+    for eval_id in eval_ids:
         evaluation = store.eval(eval_id)
         assert evaluation is not None
         new_scheduler("service", store.snapshot(), planner).process(evaluation)
+    return planner
+
+
+def run(nodes: int, jobs: int, count: int, seed: int = 7) -> dict[str, Any]:
+    tune_gc()  # as every drover process does (actors/process_settings.py)
+    store = StateStore()
+    evals = register_workload(store, nodes, jobs, count, seed)
+    started = time.perf_counter()
+    planner = schedule_all(store, evals)
     seconds = time.perf_counter() - started
 
     placements = sum(1 for a in store.allocs() if not a.terminal())

@@ -19,20 +19,16 @@ from typing import Any
 
 import orjson
 
-from actors.leader.core.inprocess_planner import InProcessPlanner
 from actors.process_settings import tune_gc
 from actors.state import StateStore
 from actors.state.job_scoped import JobScopedStore
-from actors.worker.core.scheduler import new_scheduler
-from bench.core import make_job, make_nodes
-from contracts import ClientStatus, Evaluation, TriggeredBy
+from bench.core import register_workload, schedule_all
+from contracts import ClientStatus
 from contracts.state_log import (
     AllocClientUpdate,
     LogEntry,
     UpdateAllocsClientStatus,
     UpsertAllocs,
-    UpsertJob,
-    UpsertNodes,
     decode_entry,
     encode_entry,
 )
@@ -64,22 +60,7 @@ class _RecordingStore(StateStore):
 
 def record_log(nodes: int, jobs: int, count: int, seed: int = 7) -> list[bytes]:
     store = _RecordingStore()
-    store.commit(UpsertNodes(tuple(make_nodes(nodes, seed))))
-    evals = []
-    for i in range(jobs):
-        job = make_job(i, count)
-        evaluation = Evaluation(
-            id=f"eval-{i:04d}-0000-0000-0000-{i:012x}",
-            job_id=job.id,
-            type="service",
-            priority=job.priority,
-            triggered_by=TriggeredBy.JOB_REGISTER,
-        )
-        store.commit(UpsertJob(job, evals=(evaluation,)))
-        evals.append(evaluation)
-    planner = InProcessPlanner(store)
-    for evaluation in evals:
-        new_scheduler("service", store.snapshot(), planner).process(evaluation)
+    schedule_all(store, register_workload(store, nodes, jobs, count, seed))
     return [encode_entry(entry) for entry in store.entries]
 
 

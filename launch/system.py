@@ -332,13 +332,13 @@ class DroverClient:
     def _request(self, kind: RequestKind, **fields: Any) -> LeaderResponse:
         """Send one write to the leader under a fresh request id (the leader applies each id
         once, so a retried call can never apply twice); a refusal raises with its reason."""
-        request = LeaderRequest(
-            kind, request_id=str(uuid.uuid4()), namespace=self.namespace, **fields
-        )
-        response = self.send(request)
+        response = self.send(self._new_request(kind, **fields))
         if not response.ok:
             raise RuntimeError(response.error)
         return response
+
+    def _new_request(self, kind: RequestKind, **fields: Any) -> LeaderRequest:
+        return LeaderRequest(kind, request_id=str(uuid.uuid4()), namespace=self.namespace, **fields)
 
     def send(self, request: LeaderRequest) -> LeaderResponse:
         """A write as is. The leader applies each request id once, so sending it again to
@@ -356,26 +356,10 @@ class DroverClient:
         so the leader commits them back to back and their evals reach the workers together
         (a user submitting a batch; tests that need concurrent plans)."""
         requests = [
-            LeaderRequest(
-                RequestKind.REGISTER_JOB,
-                request_id=str(uuid.uuid4()),
-                namespace=self.namespace,
-                job=job,
-                preserve_counts=preserve_counts,
-            )
+            (self._new_request(RequestKind.REGISTER_JOB, job=job, preserve_counts=preserve_counts),)
             for job in jobs
         ]
-        deadline = time.monotonic() + 30.0
-        while True:
-            try:
-                responses: list[LeaderResponse] = ray.get(
-                    [self.leader.request.remote(r) for r in requests]
-                )
-                break
-            except ray.exceptions.ActorUnavailableError:  # request ids make a resend safe
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+        responses: list[LeaderResponse] = self._call_all("request", requests)
         refused = [(job.id, r.error) for job, r in zip(jobs, responses, strict=True) if not r.ok]
         if refused:
             raise RuntimeError("; ".join(f"{job_id}: {error}" for job_id, error in refused))
@@ -400,12 +384,19 @@ class DroverClient:
         return self._call(method, *args, timeout_s=timeout_s)
 
     def _call(self, method: str, *args: Any, timeout_s: float = 30.0) -> Any:
-        """Call the leader, retrying while Ray answers ActorUnavailableError (the restarted
-        actor rebuilding its state from the log); only for calls safe to repeat."""
+        return self._call_all(method, [args], timeout_s=timeout_s)[0]
+
+    def _call_all(
+        self, method: str, calls: Sequence[tuple[Any, ...]], timeout_s: float = 30.0
+    ) -> list[Any]:
+        """Call the leader once per argument tuple, all sent before any answer is awaited,
+        retrying while Ray answers ActorUnavailableError (the restarted actor rebuilding its
+        state from the log); only for calls safe to repeat (reads, writes with request ids)."""
         deadline = time.monotonic() + timeout_s
+        remote = getattr(self.leader, method).remote
         while True:
             try:
-                return ray.get(getattr(self.leader, method).remote(*args))
+                return list(ray.get([remote(*args) for args in calls]))
             except ray.exceptions.ActorUnavailableError:
                 if time.monotonic() > deadline:
                     raise

@@ -44,7 +44,7 @@ from contracts.messages import (
     PlanSubmission,
     RequestKind,
 )
-from contracts.state_log import LogEntry, StateChange, UpsertAllocs
+from contracts.state_log import LogEntry, StateChange
 from observability import Telemetry
 
 log = logging.getLogger(__name__)
@@ -315,9 +315,7 @@ class LeaderService:
                     expected + i + 1,
                     term,
                     # Stamped once here, so that no follower copies the records again.
-                    self.store.stamp_allocs(c, expected + i + 1)
-                    if isinstance(c, UpsertAllocs)
-                    else c,
+                    self.store.stamped(c, expected + i + 1),
                     request_id if i == len(changes) - 1 else "",
                     trace=trace or {},
                 )

@@ -202,11 +202,14 @@ class JobScopedStore(StateStore):
             self._live_allocs[key] = self._live_allocs.get(key, 0) + 1
         self._queued_allocs[alloc.id] = alloc
         self._queued_new[key] = self._queued_new.get(key, 0) + 1
+        self._enqueue(key, (alloc, 0))
+        self._dirty.setdefault(key, False)
+
+    def _enqueue(self, key: JobKey, item: _Queued) -> None:
         items = self._queued.get(key)
         if items is None:
             items = self._queued[key] = []
-        items.append((alloc, 0))
-        self._dirty.setdefault(key, False)
+        items.append(item)
 
     def _apply_client_updates(self, change: UpdateAllocsClientStatus, index: int) -> None:
         touched = False
@@ -225,10 +228,7 @@ class JobScopedStore(StateStore):
                     self._settle(key)
                 self._apply_client_update(update, index)
                 continue
-            items = queued.get(key)
-            if items is None:
-                items = queued[key] = []
-            items.append((update, index))
+            self._enqueue(key, (update, index))
         if touched:
             self._touch("allocs", index)
 

@@ -87,6 +87,8 @@ _client_update = replacer(
 )
 _stamped_eval = replacer(Evaluation, "create_index", "modify_index")
 
+_stamped_node = replacer(Node, "create_index", "modify_index")
+
 
 def stamped_alloc(alloc: Allocation, old: Allocation | None, index: int) -> Allocation:
     """The record a plan's `alloc` becomes at `index` over `old`: indexes stamped, creation
@@ -121,9 +123,6 @@ def stamped_alloc(alloc: Allocation, old: Allocation | None, index: int) -> Allo
         index,
         index,
     )
-
-
-_stamped_node = replacer(Node, "create_index", "modify_index")
 
 
 class StateSnapshot(TableReader):
@@ -241,9 +240,7 @@ class StateStore(TableReader):
         """Apply `change` at the next index (the leader's path); returns that index."""
         with self._lock:
             index = self._latest + 1
-            if isinstance(change, UpsertAllocs):
-                change = self.stamp_allocs(change, index)
-            self.apply(LogEntry(index=index, term=term, change=change))
+            self.apply(LogEntry(index=index, term=term, change=self.stamped(change, index)))
             return index
 
     def snapshot(self) -> StateSnapshot:
@@ -462,6 +459,11 @@ class StateStore(TableReader):
 
     # ------------------------------------------------------------------------------------
     # Allocations
+
+    def stamped(self, change: StateChange, index: int) -> StateChange:
+        """`change` as the writer commits it at `index`: allocations stamped (see
+        stamp_allocs), anything else as is."""
+        return self.stamp_allocs(change, index) if isinstance(change, UpsertAllocs) else change
 
     def stamp_allocs(self, change: UpsertAllocs, index: int) -> UpsertAllocs:
         """`change` with its records exactly as applying it at `index` will store them.

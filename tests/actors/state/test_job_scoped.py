@@ -60,9 +60,7 @@ class Cluster:
 
     def commit(self, change: StateChange) -> int:
         index = self.leader.latest_index() + 1
-        if isinstance(change, UpsertAllocs):
-            change = self.leader.stamp_allocs(change, index)
-        entry = decode_entry(encode_entry(LogEntry(index, 1, change)))
+        entry = decode_entry(encode_entry(LogEntry(index, 1, self.leader.stamped(change, index))))
         for store in (self.leader, self.eager, self.scoped):
             store.apply(entry)
         return index
