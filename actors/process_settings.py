@@ -1,26 +1,149 @@
 """Process-wide settings that every drover process applies at start (actor shells, the
-agent, benchmarks).
+agent, benchmarks), and the garbage-collection policy for the records they keep.
 
-Garbage collection: the state store holds up to millions of long-lived, immutable records
-that form no reference cycles and are freed by reference counting. With CPython's default
-thresholds (700, 10, 10) the cyclic collector runs a full pass over all of them every
-~70,000 allocations, which cost about 40% of scheduling throughput in `bench.core`. Raising
-the thresholds keeps cycle collection (for the rare cycles) at a fraction of that cost.
+The state store holds up to millions of long-lived, immutable records that form no reference
+cycles and are freed by reference counting. CPython's cyclic collector walks every tracked
+object at least twice (young, then middle generation) and the whole heap again every time it
+grows by a quarter; for a store that grows by a record per placement, that was about 40% of
+scheduling throughput in `bench.core` with the default thresholds, and still ~5% of every
+actor's CPU (and a cache flush per collection) with raised ones.
+
+So in an actor process (`pace_heap()`, called by the actor shells once their service has
+loaded its state) records are kept away from the collector altogether: after a batch of state
+is applied, `after_state_applied()` moves the young generation (by then mostly the batch's
+records) into the permanent generation with `gc.freeze()`, an O(1) list splice. The collector
+never walks frozen objects, which is only safe if they hold no garbage cycles: the scheduling
+core and the store create none (tests/actors/test_process_settings.py checks that). Whatever
+cycles other code left in a frozen batch are collected by a sweep (unfreeze, full collection,
+freeze). A sweep walks the whole heap, so it waits for an idle turn (`when_idle()`, with no
+batch frozen for QUIET_S) once a quarter as many objects as the last sweep left have been
+frozen since (CPython's own rule for full collections); an actor that never idles sweeps
+anyway at seven times that. Memory held by leaked cycles stays bounded, and a busy actor's
+sweeps cost O(1) amortised per object.
 """
 
 from __future__ import annotations
 
 import gc
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 GC_THRESHOLDS = (50_000, 20, 20)
+# Young objects that make `after_state_applied` freeze them: below the first threshold, so
+# that the collector does not get to walk a batch of records before they are frozen.
+FREEZE_YOUNG = 20_000
+# Sweeps: once the objects frozen since the last sweep outnumber what it left (never counted
+# as less than SWEEP_FLOOR: a fresh process's heap is small) by these factors: when idle, a
+# quarter (CPython's own rule for full collections); in any case, sevenfold.
+IDLE_SWEEP_GROWTH = 0.25
+BUSY_SWEEP_GROWTH = 7.0
+SWEEP_FLOOR = 250_000
+# Idle means no batch frozen for this long (a loop's idle turn alone can fall between two
+# evaluations of a busy run).
+QUIET_S = 1.0
+
+
+class HeapPacer:
+    """Freezes applied records and sweeps the frozen heap as it grows (see module doc)."""
+
+    def __init__(
+        self,
+        freeze_young: int = FREEZE_YOUNG,
+        *,
+        idle_growth: float = IDLE_SWEEP_GROWTH,
+        busy_growth: float = BUSY_SWEEP_GROWTH,
+        floor: int = SWEEP_FLOOR,
+        quiet_s: float = QUIET_S,
+        clock: Callable[[], float] = time.monotonic,
+        enabled: bool = True,
+    ) -> None:
+        self.enabled = enabled
+        self.quiet_s = quiet_s
+        self.clock = clock
+        self.last_freeze = float("-inf")
+        self.freeze_young = freeze_young
+        self.idle_growth = idle_growth
+        self.busy_growth = busy_growth
+        self.floor = floor
+        self.swept_size = 0  # frozen objects right after the last sweep
+        # Young objects frozen since (some freed by now: counting the frozen heap instead,
+        # gc.get_freeze_count, would walk all of it).
+        self.frozen_since_sweep = 0
+        self.freezes = 0
+        self.sweeps = 0
+
+    def after_state_applied(self) -> None:
+        """Call after applying a batch of state changes (a log read, a committed plan)."""
+        if not self.enabled or gc.get_count()[0] < self.freeze_young:
+            return
+        self.frozen_since_sweep += gc.get_count()[0]
+        gc.freeze()
+        self.freezes += 1
+        self.last_freeze = self.clock()
+        if self._grown(self.busy_growth):
+            self.sweep()
+
+    def when_idle(self) -> bool:
+        """Call on the actor's idle turns: sweeps if nothing was frozen for `quiet_s` and the
+        frozen heap has grown enough since the last sweep. True if it swept."""
+        if not self.enabled or self.clock() - self.last_freeze < self.quiet_s:
+            return False
+        if not self._grown(self.idle_growth):
+            return False
+        self.sweep()
+        return True
+
+    def _grown(self, factor: float) -> bool:
+        return self.frozen_since_sweep > factor * max(self.swept_size, self.floor)
+
+    def sweep(self) -> int:
+        """Collect everything, frozen objects included, then freeze what survived (at start,
+        after loading state, and as the frozen heap grows). Returns the objects collected."""
+        gc.unfreeze()
+        collected = gc.collect()
+        gc.freeze()
+        self.swept_size = gc.get_freeze_count()
+        self.frozen_since_sweep = 0
+        self.sweeps += 1
+        return collected
+
+
+# Off until `pace_heap()`: services also run inside test processes, whose garbage (mocks,
+# fixtures) is not the store's and should not wait for a sweep.
+HEAP = HeapPacer(enabled=False)
 
 
 def tune_gc() -> None:
     gc.set_threshold(*GC_THRESHOLDS)
 
 
-def freeze_loaded_state() -> None:
-    """After loading a large state (a leader or replica restart), move everything alive into
-    the permanent generation so later collections never walk it."""
-    gc.collect()
-    gc.freeze()
+def pace_heap() -> None:
+    """Turn on this process's `HEAP` once its state is loaded: a sweep now freezes that
+    state, so that later sweeps are paced by its size."""
+    HEAP.enabled = True
+    HEAP.sweep()
+
+
+@contextmanager
+def paced_heap() -> Iterator[HeapPacer]:
+    """`pace_heap()` for a while (benchmarks in a process that goes on): afterwards the
+    process is back to plain collection, its frozen objects included."""
+    was_enabled = HEAP.enabled
+    pace_heap()
+    try:
+        yield HEAP
+    finally:
+        HEAP.enabled = was_enabled
+        if not was_enabled:
+            gc.unfreeze()
+
+
+def after_state_applied() -> None:
+    """This process's `HeapPacer.after_state_applied` (a no-op until `pace_heap()`)."""
+    HEAP.after_state_applied()
+
+
+def when_idle() -> bool:
+    """This process's `HeapPacer.when_idle` (a no-op until `pace_heap()`)."""
+    return HEAP.when_idle()

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from actors.leader.core.inprocess_planner import InProcessPlanner
-from actors.process_settings import GC_THRESHOLDS, tune_gc
+from actors.process_settings import GC_THRESHOLDS, after_state_applied, paced_heap, tune_gc
 from actors.state import StateStore
 from actors.worker.core.scheduler import new_scheduler
 from contracts import (
@@ -138,6 +138,7 @@ def schedule_all(store: StateStore, eval_ids: list[str]) -> InProcessPlanner:
         evaluation = store.eval(eval_id)
         assert evaluation is not None
         new_scheduler("service", store.snapshot(), planner).process(evaluation)
+        after_state_applied()  # as the leader does after each batch of plans
     return planner
 
 
@@ -145,9 +146,11 @@ def run(nodes: int, jobs: int, count: int, seed: int = 7) -> dict[str, Any]:
     tune_gc()  # as every drover process does (actors/process_settings.py)
     store = StateStore()
     evals = register_workload(store, nodes, jobs, count, seed)
-    started = time.perf_counter()
-    planner = schedule_all(store, evals)
-    seconds = time.perf_counter() - started
+    with paced_heap() as heap:  # as every actor does once its state is loaded
+        started = time.perf_counter()
+        planner = schedule_all(store, evals)
+        seconds = time.perf_counter() - started
+        freezes, sweeps = heap.freezes, heap.sweeps
 
     placements = sum(1 for a in store.allocs() if not a.terminal())
     rejected = sum(len(r.rejected_nodes) for r in planner.results)
@@ -164,6 +167,8 @@ def run(nodes: int, jobs: int, count: int, seed: int = 7) -> dict[str, Any]:
         "failed_evals": sum(1 for e in planner.evals if e.status == "failed"),
         "overcommitted_nodes": len(overcommitted(store.nodes(), store.allocs())),
         "gc_thresholds": list(GC_THRESHOLDS),
+        "heap_freezes": freezes,
+        "heap_sweeps": sweeps,
         "python": sys.version.split()[0],
     }
 

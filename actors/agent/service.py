@@ -23,7 +23,7 @@ import redis
 from opentelemetry.trace import SpanKind
 
 from actors.agent.core import ClientCore, Driver
-from actors.process_settings import tune_gc
+from actors.process_settings import tune_gc, when_idle
 from actors.runtime.replica import LogReplica
 from actors.state import StateStore
 from actors.streams import StreamBus
@@ -112,7 +112,8 @@ class AgentService:
                     with self.lock:
                         self.core.forget_terminal()
                     next_sweep = now + SWEEP_INTERVAL_S
-                self.report()
+                if not self.report():
+                    when_idle()
             except redis.ConnectionError:
                 if stop.is_set():
                     return

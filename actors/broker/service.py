@@ -28,7 +28,7 @@ from actors.broker.core import BlockedEvals, EvalBroker, NotOutstandingError
 from actors.broker.core.errors import EvalBrokerError
 from actors.broker.core.feed import BrokerFeed
 from actors.broker.tracing import BrokerTracing
-from actors.process_settings import tune_gc
+from actors.process_settings import tune_gc, when_idle
 from actors.runtime.replica import LogReplica
 from actors.state import StateStore
 from actors.streams import GroupConsumer, StreamBus
@@ -108,14 +108,17 @@ class BrokerService:
         tail.start()
         while not stop.is_set():
             try:
-                self.poll_once()
+                if not self.poll_once():
+                    when_idle()
             except redis.ConnectionError:
                 if stop.is_set():
                     return
                 time.sleep(0.2)
 
-    def poll_once(self) -> None:
-        self._acks.poll_once()
+    def poll_once(self) -> bool:
+        """One turn: acks read, queues ticked, deliveries and writes sent. False if there
+        was nothing to do."""
+        acked = self._acks.poll_once()
         with self.lock:
             self.broker.tick()
             writes = self._writes + self.feed.housekeeping()
@@ -126,6 +129,7 @@ class BrokerService:
         if writes:
             request = LeaderRequest(RequestKind.UPDATE_EVALS, evals=tuple(writes))
             self.bus.publish(self.names.requests, [("LeaderRequest", request)])
+        return bool(acked or deliveries or writes)
 
     # -- feeding -------------------------------------------------------------------------------
 

@@ -31,7 +31,7 @@ from actors.leader.core.leader import Decision, LeaderCore
 from actors.leader.core.plan_queue import PlanQueue
 from actors.leader.durable_log import DurableLog, Fence, NotLeaderError
 from actors.leader.tracing import LeaderTracing
-from actors.process_settings import tune_gc
+from actors.process_settings import after_state_applied, tune_gc, when_idle
 from actors.state import StateStore
 from actors.streams import GroupConsumer, StreamBus
 from actors.streams.envelope import registry_of
@@ -137,6 +137,10 @@ class LeaderService:
         expired = self.heartbeats.expired(time.monotonic())
         if expired:
             self._commit(self.core.mark_nodes_down(expired))
+        if handled:
+            after_state_applied()
+        else:
+            when_idle()
         return handled
 
     def submit(self, request: LeaderRequest, timeout_s: float = 30.0) -> LeaderResponse:

@@ -14,6 +14,7 @@ from typing import Any
 
 import redis
 
+from actors.process_settings import after_state_applied
 from actors.state import StateSnapshot, StateStore
 from actors.streams.names import StreamNames
 from contracts.state_log import LogEntry, decode_entry
@@ -74,6 +75,7 @@ class LogReplica:
                 self.listener(entry, self.store)
             applied += 1
         if applied:
+            after_state_applied()
             with self._applied:
                 self._applied.notify_all()
         return applied

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
+from actors.process_settings import pace_heap
 from observability import Telemetry, configure
 
 
@@ -35,6 +36,7 @@ class ServiceShell:
     def _serve(self, service: Service) -> None:
         self.service = service
         service.start()
+        pace_heap()  # the loaded state stays out of the collector's way from now on
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=service.run, args=(self._stop,), name=type(service).__name__, daemon=True

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 import redis
 from opentelemetry.trace import INVALID_SPAN, Span
 
-from actors.process_settings import tune_gc
+from actors.process_settings import tune_gc, when_idle
 from actors.runtime.replica import LogReplica
 from actors.state import StateReader
 from actors.state.job_scoped import JobScopedStore
@@ -278,6 +278,7 @@ class WorkerService:
                     # per job, so that a later evaluation has less to settle.
                     self.finish_unacked()
                     self.store.settle_some(IDLE_SETTLE_ITEMS)
+                    when_idle()
             except redis.ConnectionError:
                 if stop.is_set():
                     return

@@ -1,0 +1,174 @@
+"""The heap pacer freezes applied records and sweeps leaked cycles; and freezing is only
+cheap because the store and the scheduling core make no reference cycles, checked here."""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from collections.abc import Iterator
+
+import pytest
+
+from actors.process_settings import HEAP, HeapPacer, paced_heap
+from actors.state import StateStore
+from actors.state.job_scoped import JobScopedStore
+from bench.core import register_workload, schedule_all
+from bench.replica import record_log
+from contracts.state_log import decode_entry
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Node:
+    """Weak-referenceable and tracked by the collector."""
+
+    def __init__(self) -> None:
+        self.other: Node | None = None
+
+
+@pytest.fixture(autouse=True)
+def _restore_gc() -> Iterator[None]:
+    gc.collect()
+    thresholds = gc.get_threshold()
+    yield
+    gc.unfreeze()
+    gc.enable()
+    gc.set_threshold(*thresholds)
+    gc.set_debug(0)
+
+
+def _young(n: int) -> list[list[int]]:
+    """`n` tracked objects kept alive (and no collection on the way)."""
+    return [[i] for i in range(n)]
+
+
+def _cycle() -> weakref.ref[Node]:
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    return weakref.ref(a)
+
+
+def test_disabled_pacer_leaves_the_heap_alone() -> None:
+    pacer = HeapPacer(freeze_young=100, enabled=False)
+    kept = _young(1_000)
+    before = gc.get_freeze_count()
+    pacer.after_state_applied()
+    assert gc.get_freeze_count() == before
+    assert pacer.freezes == 0 and len(kept) == 1_000
+
+
+def test_young_objects_are_frozen_once_there_are_enough() -> None:
+    gc.disable()  # no collection between allocating and freezing
+    pacer = HeapPacer(freeze_young=5_000, floor=10**9)
+    few = _young(1_000)
+    pacer.after_state_applied()
+    assert pacer.freezes == 0
+    many = _young(10_000)
+    before = gc.get_freeze_count()
+    pacer.after_state_applied()
+    assert pacer.freezes == 1
+    assert gc.get_freeze_count() >= before + 11_000
+    assert gc.get_count()[0] == 0
+    assert pacer.sweeps == 0  # far below the floor
+    assert len(few) + len(many) == 11_000
+
+
+def test_a_frozen_cycle_survives_collections_until_a_sweep() -> None:
+    gc.disable()
+    pacer = HeapPacer(freeze_young=1, floor=10**9)
+    ref = _cycle()
+    pacer.after_state_applied()
+    gc.collect()
+    assert ref() is not None  # frozen: the collector does not see it
+    assert pacer.sweep() >= 2
+    assert ref() is None
+    assert pacer.swept_size > 0 and pacer.frozen_since_sweep == 0
+
+
+def test_idle_sweep_waits_for_quiet_and_for_growth() -> None:
+    gc.disable()
+    clock = Clock()
+    pacer = HeapPacer(freeze_young=100, floor=1_000, idle_growth=0.25, quiet_s=1.0, clock=clock)
+    pacer.sweep()
+    pacer.swept_size = 1_000  # pretend the heap is tiny, for round numbers
+    ref = _cycle()
+    kept = _young(200)
+    pacer.after_state_applied()  # 200+ frozen: under a quarter of 1,000
+    clock.now += 5
+    assert not pacer.when_idle()
+    kept += _young(300)
+    pacer.after_state_applied()  # 500+ frozen since the sweep: enough
+    assert not pacer.when_idle()  # but it just froze: not quiet yet
+    clock.now += 0.5
+    assert not pacer.when_idle()
+    clock.now += 0.6
+    assert pacer.when_idle()
+    assert ref() is None and pacer.frozen_since_sweep == 0
+    assert len(kept) == 500
+
+
+def test_a_busy_process_sweeps_at_the_busy_growth() -> None:
+    gc.disable()
+    pacer = HeapPacer(freeze_young=100, floor=1_000, busy_growth=2.0)
+    pacer.sweep()
+    pacer.swept_size = 1_000
+    ref = _cycle()
+    kept = _young(1_500)
+    pacer.after_state_applied()  # 1,500 frozen since: under 2 x 1,000
+    assert pacer.sweeps == 1 and ref() is not None
+    kept += _young(600)
+    pacer.after_state_applied()  # 2,100: over, and no idle turn needed
+    assert pacer.sweeps == 2 and ref() is None
+    assert len(kept) == 2_100
+
+
+def test_paced_heap_turns_pacing_off_and_unfreezes_afterwards() -> None:
+    assert not HEAP.enabled
+    with paced_heap() as pacer:
+        assert pacer is HEAP and HEAP.enabled
+        assert gc.get_freeze_count() > 0
+    assert not HEAP.enabled
+    assert gc.get_freeze_count() == 0
+
+
+def _garbage_cycles_made_by(work: object) -> list[object]:
+    """Objects in garbage cycles left by calling `work` (the collector off meanwhile)."""
+    assert callable(work)
+    gc.collect()
+    gc.disable()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        work()
+        gc.collect()
+        return list(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+
+
+def test_scheduling_and_committing_make_no_reference_cycles() -> None:
+    store = StateStore()
+    evals = register_workload(store, nodes=200, jobs=6, count=40)
+    assert _garbage_cycles_made_by(lambda: schedule_all(store, evals)) == []
+    assert sum(1 for _ in store.allocs()) == 6 * 40
+
+
+def test_following_the_log_makes_no_reference_cycles() -> None:
+    raw = record_log(nodes=200, jobs=6, count=40)
+    eager, scoped = StateStore(), JobScopedStore()
+
+    def follow() -> None:
+        for data in raw:
+            entry = decode_entry(data)
+            eager.apply(entry)
+            scoped.apply(entry)
+        scoped.settle_all()
+
+    assert _garbage_cycles_made_by(follow) == []
+    assert eager.alloc_count() == scoped.alloc_count() == 6 * 40
