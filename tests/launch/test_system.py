@@ -141,21 +141,32 @@ def test_concurrent_plans_collide_and_every_job_is_placed_or_blocked(
     """Two workers, a crowded pool and six 40-allocation jobs submitted at once: each worker
     plans on its own replica while the other's plan is in flight, both pick the fullest nodes
     (bin packing), and the leader partially rejects whichever plan comes second; its worker
-    refreshes and retries. The pool holds 200 allocations of the 240 asked for."""
+    refreshes and retries. The pool holds 200 allocations of the 240 asked for. If the
+    workers' timing kept every plan apart, the round's jobs are stopped and another goes."""
     before = ray.get(system.leader.stats.remote())
-    ids = [f"crowd-{i}" for i in range(6)]
-    client.run_jobs([job(job_id, 40, "crowd", cpu=400, mem=256) for job_id in ids])
+    for round_ in range(4):
+        ids = [f"crowd-{round_}-{i}" for i in range(6)]
+        client.run_jobs([job(job_id, 40, "crowd", cpu=400, mem=256) for job_id in ids])
 
-    def settled() -> bool:
+        def settled(ids: list[str] = ids) -> bool:
+            for job_id in ids:
+                evals = ray.get(system.leader.evals_by_job.remote("default", job_id))
+                if not evals or any(e.status is EvalStatus.PENDING for e in evals):
+                    return False
+            return True
+
+        wait_until(settled, timeout_s=60, what="every eval settled")
+        after = ray.get(system.leader.stats.remote())
+        collisions = after["partial_plans"] - before["partial_plans"]
+        if collisions:
+            break
         for job_id in ids:
-            evals = ray.get(system.leader.evals_by_job.remote("default", job_id))
-            if not evals or any(e.status is EvalStatus.PENDING for e in evals):
-                return False
-        return True
+            client.stop_job(job_id)
 
-    wait_until(settled, timeout_s=60, what="every eval settled")
-    after = ray.get(system.leader.stats.remote())
-    collisions = after["partial_plans"] - before["partial_plans"]
+        def freed(ids: list[str] = ids) -> bool:
+            return all(a.server_terminal() for j in ids for a in client.allocs(j))
+
+        wait_until(freed, timeout_s=60, what="the round's jobs stopped")
     assert collisions >= 1, after
     refreshes = sum(ray.get(w.stats.remote())["refreshes"] for w in system.workers)
     assert refreshes >= collisions  # every partially rejected plan was retried

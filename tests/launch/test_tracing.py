@@ -24,7 +24,7 @@ from observability import load_spans
 from observability.conflicts import conflict_report
 from observability.waterfall import find_trace_for_eval
 
-JOBS = [f"crowd-{i}" for i in range(6)]
+ROUNDS = 4  # crowds submitted at most until two plans collide
 
 
 def crowd_job(job_id: str, count: int = 40) -> Job:
@@ -54,6 +54,37 @@ def settle(system: DroverSystem, job_ids: list[str], timeout_s: float = 60.0) ->
     raise AssertionError("evaluations did not settle")
 
 
+def collide(system: DroverSystem) -> tuple[list[str], list]:
+    """Submit six 40-allocation jobs at once to a pool that holds 200: the two workers plan
+    concurrently and the leader partially rejects a plan, unless the workers' timing kept
+    their plans apart; then the round's jobs are stopped (freeing the pool) and another
+    crowd goes. Returns the colliding round's job ids and evaluations."""
+    client = system.client()
+    for round_ in range(ROUNDS):
+        jobs = [f"crowd-{round_}-{i}" for i in range(6)]
+        before = client.leader_stats()["partial_plans"]
+        client.run_jobs([crowd_job(job_id) for job_id in jobs])  # together: the plans collide
+        evals = settle(system, jobs)
+        if client.leader_stats()["partial_plans"] > before:
+            return jobs, evals
+        for job_id in jobs:
+            client.stop_job(job_id)
+        settle_stops(system, jobs)
+    raise AssertionError(f"no two plans collided in {ROUNDS} crowds")
+
+
+def settle_stops(system: DroverSystem, job_ids: list[str], timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        allocs = [
+            a for j in job_ids for a in ray.get(system.leader.allocs_by_job.remote("default", j))
+        ]
+        if all(a.server_terminal() for a in allocs):
+            return
+        time.sleep(0.2)
+    raise AssertionError("stopped jobs kept allocations")
+
+
 @pytest.fixture
 def crowded(tmp_path: Path) -> Iterator[tuple[DroverSystem, Path]]:
     data_dir = tmp_path / "traced"
@@ -72,8 +103,7 @@ def test_one_trace_per_eval_crosses_every_actor_and_conflicts_are_attributed(
 ) -> None:
     system, data_dir = crowded
     client = system.client()
-    client.run_jobs([crowd_job(job_id) for job_id in JOBS])  # together: the plans collide
-    evals = settle(system, JOBS)
+    jobs, evals = collide(system)
     stats = client.leader_stats()
     time.sleep(0.5)  # the agents' last starts
     system.flush_telemetry()
@@ -131,7 +161,7 @@ def test_one_trace_per_eval_crosses_every_actor_and_conflicts_are_attributed(
         for link in span.links
         if (link.trace_id, link.span_id) in applies
     ]
-    assert links and all(taker.attributes[c.JOB_ID] in JOBS for taker in links)
+    assert links and all(taker.attributes[c.JOB_ID] in jobs for taker in links)
 
     report = conflict_report(spans)
     assert len(report.conflicts) == stats["rejected_nodes"]
