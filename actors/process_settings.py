@@ -75,9 +75,10 @@ class HeapPacer:
 
     def after_state_applied(self) -> None:
         """Call after applying a batch of state changes (a log read, a committed plan)."""
-        if not self.enabled or gc.get_count()[0] < self.freeze_young:
+        young = gc.get_count()[0]
+        if not self.enabled or young < self.freeze_young:
             return
-        self.frozen_since_sweep += gc.get_count()[0]
+        self.frozen_since_sweep += young
         gc.freeze()
         self.freezes += 1
         self.last_freeze = self.clock()
