@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
@@ -61,10 +62,36 @@ def compact_allocs(allocs: Iterable[Allocation]) -> list[dict[str, Any]]:
     ]
 
 
-def expand_allocs(groups: Any, path: str) -> tuple[Allocation, ...]:
+@dataclass(frozen=True, slots=True)
+class AllocRows:
+    """One group of a compact batch, validated but not expanded: the group's shared fields
+    as a prototype record (row fields empty) and one row per allocation, in ROW_FIELDS order.
+
+    A follower that needs only some of what a batch says (which nodes gained how much, which
+    job the allocations belong to) reads it from here and builds the records later, if ever."""
+
+    proto: Allocation
+    rows: list[list[Any]]
+
+    def expand(self) -> list[Allocation]:
+        proto = self.proto
+        return [_from_row(proto, *row) for row in self.rows]
+
+    def subset(self, rows: list[list[Any]]) -> AllocRows:
+        return AllocRows(self.proto, rows)
+
+
+# Row positions a follower reads without expanding the row.
+ROW_ID = ROW_FIELDS.index("id")
+ROW_NODE_ID = ROW_FIELDS.index("node_id")
+ROW_CREATE_INDEX = ROW_FIELDS.index("create_index")
+
+
+def decode_alloc_groups(groups: Any, path: str) -> tuple[AllocRows, ...]:
+    """The groups of a compact batch, validated (errors name the JSON path) but not expanded."""
     if not isinstance(groups, list):
         raise CodecError(path, f"expected a list, got {describe(groups)}")
-    allocs: list[Allocation] = []
+    decoded: list[AllocRows] = []
     for g, group in enumerate(groups):
         where = f"{path}[{g}]"
         if not isinstance(group, dict) or set(group) != {"Shared", "Rows"}:
@@ -80,5 +107,12 @@ def expand_allocs(groups: Any, path: str) -> tuple[Allocation, ...]:
                     f"expected [{', '.join(ROW_FIELDS)}] with string ids and integer "
                     f"indexes and times, got {describe(row)}",
                 )
-            allocs.append(_from_row(proto, *row))
+        decoded.append(AllocRows(proto, rows))
+    return tuple(decoded)
+
+
+def expand_allocs(groups: Any, path: str) -> tuple[Allocation, ...]:
+    allocs: list[Allocation] = []
+    for group in decode_alloc_groups(groups, path):
+        allocs += group.expand()
     return tuple(allocs)

@@ -14,7 +14,7 @@ from typing import Any, TypeAlias
 
 import orjson
 
-from contracts.alloc_batch import compact_allocs, expand_allocs
+from contracts.alloc_batch import AllocRows, compact_allocs, decode_alloc_groups, expand_allocs
 from contracts.allocation import CLIENT_TERMINAL, Allocation, ClientStatus
 from contracts.codec import (
     CodecError,
@@ -161,6 +161,45 @@ class AppendScalingEvent:
     event: ScalingEvent
 
 
+@dataclass(frozen=True, slots=True)
+class UpsertAllocRows:
+    """UpsertAllocs as a follower may read it: the allocations left in their compact groups
+    (`decode_entry(..., compact=True)`), for a store that builds the records only when
+    something reads them. A read-side form: never written (the log holds UpsertAllocs)."""
+
+    groups: tuple[AllocRows, ...]
+    evals: tuple[Evaluation, ...] = ()
+
+    def expanded(self) -> UpsertAllocs:
+        return UpsertAllocs(tuple(a for g in self.groups for a in g.expand()), self.evals)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientUpdateRows:
+    """A run of client reports sharing status, description and time: the shared fields as
+    a prototype report (no alloc or node id) and one [AllocID, NodeID] row per report."""
+
+    proto: AllocClientUpdate
+    rows: list[list[str]]
+
+    def expand(self) -> list[AllocClientUpdate]:
+        proto = self.proto
+        return [_update_from_row(proto, alloc_id, node_id) for alloc_id, node_id in self.rows]
+
+    def subset(self, rows: list[list[str]]) -> ClientUpdateRows:
+        return ClientUpdateRows(self.proto, rows)
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateClientStatusRows:
+    """UpdateAllocsClientStatus as a follower may read it (`compact=True`): runs of rows."""
+
+    groups: tuple[ClientUpdateRows, ...]
+
+    def expanded(self) -> UpdateAllocsClientStatus:
+        return UpdateAllocsClientStatus(tuple(u for g in self.groups for u in g.expand()))
+
+
 StateChange: TypeAlias = (
     UpsertNodes
     | DeleteNodes
@@ -171,6 +210,8 @@ StateChange: TypeAlias = (
     | UpsertAllocs
     | UpdateAllocsClientStatus
     | AppendScalingEvent
+    | UpsertAllocRows
+    | UpdateClientStatusRows
 )
 
 CHANGE_TYPES: dict[str, type[Any]] = {
@@ -204,6 +245,8 @@ class LogEntry:
 
 def encode_entry(entry: LogEntry) -> bytes:
     change = entry.change
+    if isinstance(change, UpsertAllocRows | UpdateClientStatusRows):
+        change = change.expanded()
     if isinstance(change, UpsertAllocs):
         wire = _compact_allocs(change)
     elif isinstance(change, UpdateAllocsClientStatus):
@@ -222,14 +265,17 @@ def _compact_allocs(change: UpsertAllocs) -> dict[str, Any]:
     return {"AllocGroups": compact_allocs(change.allocs), "Evals": to_wire(change.evals)}
 
 
-def _expand_allocs(wire: Any, path: str) -> UpsertAllocs:
+def _expand_allocs(wire: Any, path: str, compact: bool) -> UpsertAllocs | UpsertAllocRows:
     if not isinstance(wire, dict):
         raise CodecError(path, f"expected an object, got {describe(wire)}")
     for key in wire:
         if key not in ("AllocGroups", "Evals"):
             raise CodecError(f"{path}.{key}", "unknown field")
-    allocs = expand_allocs(wire.get("AllocGroups"), f"{path}.AllocGroups")
     evals = from_wire(tuple[Evaluation, ...], wire.get("Evals"), f"{path}.Evals")
+    if compact:
+        groups = decode_alloc_groups(wire.get("AllocGroups"), f"{path}.AllocGroups")
+        return UpsertAllocRows(groups=groups, evals=evals)
+    allocs = expand_allocs(wire.get("AllocGroups"), f"{path}.AllocGroups")
     return UpsertAllocs(allocs=allocs, evals=evals)
 
 
@@ -264,13 +310,15 @@ def _compact_updates(change: UpdateAllocsClientStatus) -> dict[str, Any]:
     return {"UpdateGroups": groups}
 
 
-def _expand_updates(wire: Any, path: str, terminal_only: bool) -> UpdateAllocsClientStatus:
+def _expand_updates(
+    wire: Any, path: str, terminal_only: bool, compact: bool
+) -> UpdateAllocsClientStatus | UpdateClientStatusRows:
     if not isinstance(wire, dict) or set(wire) != {"UpdateGroups"}:
         raise CodecError(path, "expected an object with UpdateGroups")
     groups = wire["UpdateGroups"]
     if not isinstance(groups, list):
         raise CodecError(f"{path}.UpdateGroups", f"expected a list, got {describe(groups)}")
-    updates: list[AllocClientUpdate] = []
+    runs: list[ClientUpdateRows] = []
     for g, group in enumerate(groups):
         where = f"{path}.UpdateGroups[{g}]"
         if not isinstance(group, dict) or set(group) != _UPDATE_GROUP_KEYS:
@@ -300,22 +348,31 @@ def _expand_updates(wire: Any, path: str, terminal_only: bool) -> UpdateAllocsCl
                 raise CodecError(
                     f"{where}.Rows[{r}]", f"expected [AllocID, NodeID] strings, got {describe(row)}"
                 )
-            updates.append(_update_from_row(proto, row[0], row[1]))
-    return UpdateAllocsClientStatus(tuple(updates))
+        runs.append(ClientUpdateRows(proto, rows))
+    if compact:
+        return UpdateClientStatusRows(tuple(runs))
+    return UpdateAllocsClientStatus(tuple(u for run in runs for u in run.expand()))
 
 
 _ENTRY_KEYS = ("Index", "Term", "Type", "Change")
 
 
 def decode_entry(
-    raw: bytes | str, *, skip_allocs: bool = False, terminal_updates_only: bool = False
+    raw: bytes | str,
+    *,
+    skip_allocs: bool = False,
+    terminal_updates_only: bool = False,
+    compact: bool = False,
 ) -> LogEntry:
     """Parse and validate an entry; raises CodecError naming the JSON path of a bad field.
 
     skip_allocs: leave out UpsertAllocs' allocation records (their evaluations are kept),
     for followers that do not track allocations and should not pay to decode them.
     terminal_updates_only: keep only the client reports of a terminal status (complete,
-    failed, lost) in UpdateAllocsClientStatus, for followers that act on nothing else."""
+    failed, lost) in UpdateAllocsClientStatus, for followers that act on nothing else.
+    compact: read allocations and client reports in their compact groups (UpsertAllocRows,
+    UpdateClientStatusRows: validated, records not built), for stores that build records
+    only when something reads them."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -342,13 +399,13 @@ def decode_entry(
     elif (
         cls is UpsertAllocs and isinstance(data["Change"], dict) and "AllocGroups" in data["Change"]
     ):
-        change = _expand_allocs(data["Change"], "$.Change")
+        change = _expand_allocs(data["Change"], "$.Change", compact)
     elif (
         cls is UpdateAllocsClientStatus
         and isinstance(data["Change"], dict)
         and "UpdateGroups" in data["Change"]
     ):
-        change = _expand_updates(data["Change"], "$.Change", terminal_updates_only)
+        change = _expand_updates(data["Change"], "$.Change", terminal_updates_only, compact)
     else:
         change = from_wire(cls, data["Change"], "$.Change")
         if terminal_updates_only and isinstance(change, UpdateAllocsClientStatus):

@@ -26,22 +26,34 @@ everything first and is complete.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
+from itertools import repeat
+from operator import itemgetter
+from typing import Any
 
 from actors.state.job_status import JobActivity
 from actors.state.reader import JobKey
 from actors.state.store import StateSnapshot, StateStore, stamped_alloc
+from contracts.alloc_batch import ROW_CREATE_INDEX, ROW_ID, ROW_NODE_ID, AllocRows
 from contracts.allocation import CLIENT_TERMINAL, Allocation
 from contracts.state_log import (
     AllocClientUpdate,
+    ClientUpdateRows,
     DeleteEvals,
     UpdateAllocsClientStatus,
+    UpdateClientStatusRows,
+    UpsertAllocRows,
     UpsertAllocs,
 )
 
-# A queued item: a new allocation's record (index 0: its indexes are in the record), or a
-# client report with the index it was committed at.
-_Queued = tuple[Allocation | AllocClientUpdate, int]
+# A queued item, with the index it was committed at: a new allocation's record (index 0:
+# its indexes are in the record), a group of new allocations not yet built (AllocRows), a
+# client report, or a run of reports of one job (ClientUpdateRows).
+_Queued = tuple[Allocation | AllocRows | AllocClientUpdate | ClientUpdateRows, int]
+_id_of = itemgetter(ROW_ID)
+_node_id_of = itemgetter(ROW_NODE_ID)
+_create_index_of = itemgetter(ROW_CREATE_INDEX)
 
 
 class UnsettledRead(RuntimeError):
@@ -89,7 +101,9 @@ class JobScopedStore(StateStore):
     def __init__(self, shards: int = 256, alloc_shards: int = 16384, node_shards: int = 1) -> None:
         super().__init__(shards, alloc_shards, node_shards)
         self._queued: dict[JobKey, list[_Queued]] = {}  # oldest job first
-        self._queued_allocs: dict[str, Allocation] = {}  # new allocations not yet filed
+        # New allocations not yet filed: their record, or their group's prototype (which
+        # has everything a client report asks about: the job, the statuses).
+        self._queued_allocs: dict[str, Allocation] = {}
         self._queued_new: dict[JobKey, int] = {}  # per job: how many of those
 
     # -- reads ------------------------------------------------------------------------------
@@ -155,7 +169,14 @@ class JobScopedStore(StateStore):
         self._queued_new.pop(key, None)
         queued_allocs = self._queued_allocs
         for item, index in items:
-            if isinstance(item, Allocation):
+            if isinstance(item, ClientUpdateRows):
+                for update in item.expand():
+                    self._apply_client_update(update, index)
+            elif isinstance(item, AllocRows):
+                for alloc in item.expand():
+                    del queued_allocs[alloc.id]
+                    self._file_alloc(stamped_alloc(alloc, None, index))
+            elif isinstance(item, Allocation):
                 del queued_allocs[item.id]
                 self._file_alloc(item)
             else:
@@ -167,34 +188,63 @@ class JobScopedStore(StateStore):
         self._allocs_by_node.add(alloc.node_id, alloc.id)
         self._allocs_by_job.add((alloc.namespace, alloc.job_id), alloc.id)
 
-    # -- applying ---------------------------------------------------------------------------
+    # -- applying: allocations --------------------------------------------------------------
 
     def _apply_upsert_allocs(self, change: UpsertAllocs, index: int) -> None:
         for ev in change.evals:
             self._put_eval(ev, index)
-        allocs = self._allocs
-        queued = self._queued
-        queued_allocs = self._queued_allocs
         for alloc in change.allocs:
-            key = (alloc.namespace, alloc.job_id)
-            if (
-                alloc.create_index == index
-                and alloc.id not in queued_allocs
-                and allocs.get(alloc.id) is None
-            ):
-                self._queue_new(key, stamped_alloc(alloc, None, index))
-                continue
-            # An update of an existing allocation: its job's queued work goes first.
-            if key in queued:
-                self._settle(key)
-            old_queued = queued_allocs.get(alloc.id)
-            if old_queued is not None:  # filed under another job (should not happen)
-                self._settle((old_queued.namespace, old_queued.job_id))
-            slot = allocs.slot(alloc.id)
-            old = allocs.get_at(slot, alloc.id)
-            self._write_alloc(old, stamped_alloc(alloc, old, index), slot)
+            self._upsert_alloc(alloc, index)
         if change.allocs:
             self._touch("allocs", index)
+
+    def _apply_alloc_rows(self, change: UpsertAllocRows, index: int) -> None:
+        """The compact form: a group's new allocations are queued as one item, their usage
+        counted per node, and their records built when the job settles."""
+        for ev in change.evals:
+            self._put_eval(ev, index)
+        touched = False
+        for group in change.groups:
+            rows = group.rows
+            if not rows:
+                continue
+            touched = True
+            if set(map(_create_index_of, rows)) == {index}:
+                self._queue_rows(group, index)  # a plan's placements: all new
+                continue
+            run: list[list[Any]] = []
+            for row in rows:
+                if row[ROW_CREATE_INDEX] == index:
+                    run.append(row)
+                    continue
+                if run:  # keep log order: queue the new ones before this update
+                    self._queue_rows(group.subset(run), index)
+                    run = []
+                self._upsert_alloc(group.subset([row]).expand()[0], index)
+            if run:
+                self._queue_rows(group.subset(run), index)
+        if touched:
+            self._touch("allocs", index)
+
+    def _upsert_alloc(self, alloc: Allocation, index: int) -> None:
+        key = (alloc.namespace, alloc.job_id)
+        if (
+            alloc.create_index == index
+            and alloc.id not in self._queued_allocs
+            and self._allocs.get(alloc.id) is None
+        ):
+            self._queue_new(key, stamped_alloc(alloc, None, index))
+            return
+        # An update of an existing allocation: its job's queued work goes first.
+        if key in self._queued:
+            self._settle(key)
+        old_queued = self._queued_allocs.get(alloc.id)
+        if old_queued is not None:  # filed under another job (should not happen)
+            self._settle((old_queued.namespace, old_queued.job_id))
+        allocs = self._allocs
+        slot = allocs.slot(alloc.id)
+        old = allocs.get_at(slot, alloc.id)
+        self._write_alloc(old, stamped_alloc(alloc, old, index), slot)
 
     def _queue_new(self, key: JobKey, alloc: Allocation) -> None:
         if not alloc.terminal():
@@ -205,32 +255,95 @@ class JobScopedStore(StateStore):
         self._enqueue(key, (alloc, 0))
         self._dirty.setdefault(key, False)
 
+    def _queue_rows(self, group: AllocRows, index: int) -> None:
+        """Queue new allocations of one group without building their records. They are new
+        because the leader stamped them so (create_index == the entry's index): stamping
+        keeps an existing record's create_index, which is always older."""
+        proto, rows = group.proto, group.rows
+        key = (proto.namespace, proto.job_id)
+        if not proto.terminal():  # statuses are shared by the group
+            resources = proto.allocated_resources
+            if resources.devices:  # device instances are counted per allocation
+                for alloc in group.expand():
+                    self._usage_table.add(alloc)
+            else:
+                self._usage_table.add_many(resources, Counter(map(_node_id_of, rows)))
+            self._live_allocs[key] = self._live_allocs.get(key, 0) + len(rows)
+        # What a client report needs to know of a queued allocation (its job, its status)
+        # is in the group's prototype.
+        self._queued_allocs.update(zip(map(_id_of, rows), repeat(proto)))
+        self._queued_new[key] = self._queued_new.get(key, 0) + len(rows)
+        self._enqueue(key, (group, index))
+        self._dirty.setdefault(key, False)
+
     def _enqueue(self, key: JobKey, item: _Queued) -> None:
         items = self._queued.get(key)
         if items is None:
             items = self._queued[key] = []
         items.append(item)
 
+    # -- applying: client reports -----------------------------------------------------------
+
     def _apply_client_updates(self, change: UpdateAllocsClientStatus, index: int) -> None:
         touched = False
-        queued = self._queued
-        queued_allocs = self._queued_allocs
-        allocs = self._allocs
         for update in change.updates:
-            alloc = queued_allocs.get(update.alloc_id) or allocs.get(update.alloc_id)
+            alloc = self._queued_allocs.get(update.alloc_id) or self._allocs.get(update.alloc_id)
             if alloc is None:
                 continue  # unknown allocation: ignored, as by the eager store
             touched = True
-            key = (alloc.namespace, alloc.job_id)
             if update.client_status in CLIENT_TERMINAL or alloc.client_status in CLIENT_TERMINAL:
-                # It leaves (or re-enters) the live set: usage changes now, in order.
-                if key in queued:
-                    self._settle(key)
-                self._apply_client_update(update, index)
-                continue
-            self._enqueue(key, (update, index))
+                self._report_now(alloc, update, index)
+            else:
+                self._enqueue((alloc.namespace, alloc.job_id), (update, index))
         if touched:
             self._touch("allocs", index)
+
+    def _apply_client_rows(self, change: UpdateClientStatusRows, index: int) -> None:
+        """The compact form: a run's reports are queued per job as one item each."""
+        touched = False
+        queued_allocs, allocs = self._queued_allocs, self._allocs
+        for group in change.groups:
+            if group.proto.client_status in CLIENT_TERMINAL:
+                for update in group.expand():
+                    alloc = queued_allocs.get(update.alloc_id) or allocs.get(update.alloc_id)
+                    if alloc is not None:
+                        touched = True
+                        self._report_now(alloc, update, index)
+                continue
+            by_job: dict[JobKey, list[list[str]]] = {}
+            for row in group.rows:
+                alloc = queued_allocs.get(row[0]) or allocs.get(row[0])
+                if alloc is None:
+                    continue  # unknown allocation: ignored, as by the eager store
+                touched = True
+                key = (alloc.namespace, alloc.job_id)
+                if alloc.client_status in CLIENT_TERMINAL:
+                    # Back into the live set: applied now, after what this run queued.
+                    self._enqueue_reports(group, by_job, index)
+                    by_job = {}
+                    self._report_now(alloc, group.subset([row]).expand()[0], index)
+                    continue
+                job_rows = by_job.get(key)
+                if job_rows is None:
+                    job_rows = by_job[key] = []
+                job_rows.append(row)
+            self._enqueue_reports(group, by_job, index)
+        if touched:
+            self._touch("allocs", index)
+
+    def _enqueue_reports(
+        self, group: ClientUpdateRows, by_job: dict[JobKey, list[list[str]]], index: int
+    ) -> None:
+        for key, rows in by_job.items():
+            self._enqueue(key, (group.subset(rows), index))
+
+    def _report_now(self, alloc: Allocation, update: AllocClientUpdate, index: int) -> None:
+        """A report that moves the allocation out of (or back into) the live set: usage
+        changes now, in order, so the job's queued work goes first."""
+        key = (alloc.namespace, alloc.job_id)
+        if key in self._queued:
+            self._settle(key)
+        self._apply_client_update(update, index)
 
     def _apply_delete_evals(self, change: DeleteEvals, index: int) -> None:
         if change.alloc_ids:

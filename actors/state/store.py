@@ -43,6 +43,8 @@ from contracts.state_log import (
     PurgeJob,
     StateChange,
     UpdateAllocsClientStatus,
+    UpdateClientStatusRows,
+    UpsertAllocRows,
     UpsertAllocs,
     UpsertEvals,
     UpsertJob,
@@ -219,6 +221,8 @@ class StateStore(TableReader):
             UpsertAllocs: self._apply_upsert_allocs,
             UpdateAllocsClientStatus: self._apply_client_updates,
             AppendScalingEvent: self._apply_scaling_event,
+            UpsertAllocRows: self._apply_alloc_rows,
+            UpdateClientStatusRows: self._apply_client_rows,
         }
 
     # ------------------------------------------------------------------------------------
@@ -487,6 +491,13 @@ class StateStore(TableReader):
             self._write_alloc(old, stamped_alloc(alloc, old, index), slot)
         if change.allocs:
             self._touch("allocs", index)
+
+    def _apply_alloc_rows(self, change: UpsertAllocRows, index: int) -> None:
+        """The compact form (decode_entry's `compact`): this store builds every record."""
+        self._apply_upsert_allocs(change.expanded(), index)
+
+    def _apply_client_rows(self, change: UpdateClientStatusRows, index: int) -> None:
+        self._apply_client_updates(change.expanded(), index)
 
     def _apply_client_updates(self, change: UpdateAllocsClientStatus, index: int) -> None:
         touched = False

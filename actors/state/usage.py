@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from actors.state.cow import CowMap, FrozenMap, str_hash
 from contracts.allocation import Allocation
 from contracts.copying import replacer
+from contracts.resources import AllocatedResources
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,28 @@ class UsageTable:
 
     def remove(self, alloc: Allocation) -> None:
         self._apply(alloc, -1)
+
+    def add_many(self, resources: AllocatedResources, per_node: Mapping[str, int]) -> None:
+        """Add `n` live allocations of `resources` (no devices) on each node of `per_node`:
+        a plan's group of placements at once, without their records."""
+        assert not resources.devices, "device instances are counted per allocation"
+        table = self.table
+        cpu, memory, disk = resources.cpu, resources.memory_mb, resources.disk_mb
+        for node_id, n in per_node.items():
+            slot = table.slot(node_id)
+            cur = table.get_at(slot, node_id) or EMPTY_USAGE
+            table.set_at(
+                slot,
+                node_id,
+                _usage(
+                    cur,
+                    cur.cpu + n * cpu,
+                    cur.memory_mb + n * memory,
+                    cur.disk_mb + n * disk,
+                    cur.device_ids,
+                    cur.alloc_count + n,
+                ),
+            )
 
     def _apply(self, alloc: Allocation, sign: int) -> None:
         node_id = alloc.node_id

@@ -25,6 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 
 import redis
 from opentelemetry.trace import INVALID_SPAN, Span
@@ -49,6 +50,7 @@ from contracts.messages import (
     PlanSubmission,
     RequestKind,
 )
+from contracts.state_log import decode_entry
 from observability import Telemetry
 
 log = logging.getLogger(__name__)
@@ -241,9 +243,12 @@ class WorkerService:
         self.names = names
         self.bus = StreamBus(client)
         # Allocation records are settled per job, when an evaluation of that job reads them:
-        # the scheduler reads one job's allocations and everyone's node usage.
+        # the scheduler reads one job's allocations and everyone's node usage. The log is
+        # read compact: the records of a job are built only when that job settles.
         self.store = JobScopedStore()
-        self.replica = LogReplica(client, names, store=self.store)
+        self.replica = LogReplica(
+            client, names, store=self.store, decode=partial(decode_entry, compact=True)
+        )
         self.reply = ReplyChannel(client, names.plan_results(worker_id))
         self.wait_timeout_s = wait_timeout_s
         self.reply_timeout_s = reply_timeout_s

@@ -164,7 +164,13 @@ def test_missing_fields_take_defaults_and_nulls_mean_default() -> None:
 
 
 def test_compact_alloc_entries_round_trip_mixed_groups() -> None:
-    from contracts.state_log import LogEntry, UpsertAllocs, decode_entry, encode_entry
+    from contracts.state_log import (
+        LogEntry,
+        UpsertAllocRows,
+        UpsertAllocs,
+        decode_entry,
+        encode_entry,
+    )
 
     stopped = dataclasses.replace(ALLOC, id="a2", desired_status="stop", create_index=4)
     placed = [
@@ -175,9 +181,17 @@ def test_compact_alloc_entries_round_trip_mixed_groups() -> None:
     raw = encode_entry(entry)
     assert len(orjson.loads(raw)["Change"]["AllocGroups"]) == 2
     assert decode_entry(raw) == entry
+    # A follower may leave the groups unbuilt; they expand to the same records, in order,
+    # and encode as the entry they came from.
+    compact = decode_entry(raw, compact=True)
+    assert isinstance(compact.change, UpsertAllocRows)
+    assert [len(g.rows) for g in compact.change.groups] == [1, 6]
+    assert compact.change.expanded() == entry.change
+    assert encode_entry(compact) == raw
 
 
-def test_compact_alloc_rows_are_validated_with_their_path() -> None:
+@pytest.mark.parametrize("compact", [False, True])
+def test_compact_alloc_rows_are_validated_with_their_path(compact: bool) -> None:
     from contracts.state_log import LogEntry, UpsertAllocs, decode_entry, encode_entry
 
     data = orjson.loads(encode_entry(LogEntry(1, 0, UpsertAllocs((ALLOC,)))))
@@ -185,12 +199,12 @@ def test_compact_alloc_rows_are_validated_with_their_path() -> None:
     with pytest.raises(
         CodecError, match=r"\$\.Change\.AllocGroups\[0\]\.Rows\[0\]: expected \[id, name"
     ):
-        decode_entry(orjson.dumps(data))
+        decode_entry(orjson.dumps(data), compact=compact)
     data["Change"]["AllocGroups"][0]["Shared"]["JobVersion"] = "x"
     with pytest.raises(
         CodecError, match=r"AllocGroups\[0\]\.Shared\.JobVersion: expected an integer"
     ):
-        decode_entry(orjson.dumps(data))
+        decode_entry(orjson.dumps(data), compact=compact)
 
 
 def test_plain_alloc_entries_are_still_accepted() -> None:

@@ -11,6 +11,7 @@ from contracts.state_log import (
     AllocClientUpdate,
     LogEntry,
     UpdateAllocsClientStatus,
+    UpdateClientStatusRows,
     decode_entry,
     encode_entry,
 )
@@ -42,6 +43,17 @@ def test_client_reports_round_trip_in_order_grouped_by_runs() -> None:
         ("failed", 1),
     ]
     assert decode_entry(raw) == entry
+    # Read compact, the runs stay runs of rows; they expand to the same reports.
+    compact = decode_entry(raw, compact=True)
+    assert isinstance(compact.change, UpdateClientStatusRows)
+    assert [(g.proto.client_status, g.rows) for g in compact.change.groups] == [
+        (ClientStatus.RUNNING, [["a1", "n1"], ["a2", "n2"]]),
+        (ClientStatus.COMPLETE, [["a3", "n1"]]),
+        (ClientStatus.RUNNING, [["a4", ""]]),
+        (ClientStatus.FAILED, [["a5", "n3"]]),
+    ]
+    assert compact.change.expanded() == entry.change
+    assert encode_entry(compact) == raw
 
 
 def test_followers_can_decode_only_terminal_reports() -> None:
@@ -71,11 +83,12 @@ def test_plain_client_report_entries_are_still_accepted() -> None:
     assert decode_entry(orjson.dumps(plain)) == LogEntry(4, 2, reports())
 
 
-def test_compact_client_reports_are_validated_with_their_path() -> None:
+@pytest.mark.parametrize("compact", [False, True])
+def test_compact_client_reports_are_validated_with_their_path(compact: bool) -> None:
     data = orjson.loads(encode_entry(LogEntry(1, 0, reports())))
     data["Change"]["UpdateGroups"][1]["Rows"][0] = ["a3", 7]
     with pytest.raises(CodecError, match=r"\$\.Change\.UpdateGroups\[1\]\.Rows\[0\]: expected"):
-        decode_entry(orjson.dumps(data))
+        decode_entry(orjson.dumps(data), compact=compact)
     data = orjson.loads(encode_entry(LogEntry(1, 0, reports())))
     data["Change"]["UpdateGroups"][0]["ClientStatus"] = "sleeping"
     with pytest.raises(CodecError, match=r"UpdateGroups\[0\]\.ClientStatus: expected one of"):

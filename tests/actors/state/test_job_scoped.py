@@ -1,9 +1,11 @@
 """JobScopedStore: the same log as the eager store, allocation records settled per job.
 
 Every test feeds one log, encoded and decoded as on the wire, to a leader store, an eager
-replica and a job-scoped replica, and checks that what the job-scoped replica answers (node
+replica and job-scoped replicas, and checks that what a job-scoped replica answers (node
 usage and job status at once, a job's allocations once settled, everything after
-settle_all) equals the eager replica's.
+settle_all) equals the eager replica's. Replicas read the log both ways decode_entry offers:
+records built (the default) and left in their compact groups (`compact=True`, as workers
+read it).
 """
 
 from __future__ import annotations
@@ -51,19 +53,29 @@ NODES = ("n1", "n2", "n3")
 
 
 class Cluster:
-    """A leader store that stamps and commits, and the two replicas that follow it."""
+    """A leader store that stamps and commits, and the replicas that follow it: `scoped`
+    reads the log compact (as workers do), `scoped_built` and `eager_compact` the other way
+    round from their kind's usual."""
 
     def __init__(self) -> None:
         self.leader = StateStore(shards=2, alloc_shards=4)
         self.eager = StateStore(shards=2, alloc_shards=4)
+        self.eager_compact = StateStore(shards=2, alloc_shards=4)
         self.scoped = JobScopedStore(shards=2, alloc_shards=4)
+        self.scoped_built = JobScopedStore(shards=2, alloc_shards=4)
 
     def commit(self, change: StateChange) -> int:
         index = self.leader.latest_index() + 1
-        entry = decode_entry(encode_entry(LogEntry(index, 1, self.leader.stamped(change, index))))
-        for store in (self.leader, self.eager, self.scoped):
-            store.apply(entry)
+        raw = encode_entry(LogEntry(index, 1, self.leader.stamped(change, index)))
+        built, compact = decode_entry(raw), decode_entry(raw, compact=True)
+        for store in (self.leader, self.eager, self.scoped_built):
+            store.apply(built)
+        for store in (self.scoped, self.eager_compact):
+            store.apply(compact)
         return index
+
+    def replicas(self) -> tuple[StateStore, JobScopedStore, JobScopedStore]:
+        return self.eager_compact, self.scoped, self.scoped_built
 
 
 def make_alloc(alloc_id: str, job_id: str, node_id: str, cpu: int = 100, **kw: Any) -> Allocation:
@@ -78,7 +90,7 @@ def make_alloc(alloc_id: str, job_id: str, node_id: str, cpu: int = 100, **kw: A
     )
 
 
-def assert_same_everywhere(eager: StateStore, scoped: JobScopedStore) -> None:
+def assert_same_everywhere(eager: StateStore, scoped: StateStore) -> None:
     """Cluster-wide answers that must hold without settling anything."""
     assert scoped.latest_index() == eager.latest_index()
     for node in NODES:
@@ -88,9 +100,10 @@ def assert_same_everywhere(eager: StateStore, scoped: JobScopedStore) -> None:
     assert scoped.table_index("allocs") == eager.table_index("allocs")
 
 
-def assert_settled_equal(eager: StateStore, scoped: JobScopedStore) -> None:
-    scoped.settle_all()
-    assert scoped.queued_jobs() == 0
+def assert_settled_equal(eager: StateStore, scoped: StateStore) -> None:
+    if isinstance(scoped, JobScopedStore):
+        scoped.settle_all()
+        assert scoped.queued_jobs() == 0
     assert sorted(scoped.allocs(), key=lambda a: a.id) == sorted(eager.allocs(), key=lambda a: a.id)
     for job in JOBS:
         assert scoped.allocs_by_job("default", job) == eager.allocs_by_job("default", job)
@@ -102,16 +115,19 @@ def assert_settled_equal(eager: StateStore, scoped: JobScopedStore) -> None:
 
 
 ALLOC_IDS = st.sampled_from([f"a{i}" for i in range(10)])
-upsert_op = st.tuples(
-    st.just("upsert"),
+placement = st.tuples(
     ALLOC_IDS,
     st.sampled_from(JOBS),
     st.sampled_from(NODES),
-    st.integers(1, 500),
+    st.sampled_from([100, 300]),  # few shapes: placements of one entry share groups
     st.sampled_from(list(DesiredStatus)),
     st.sampled_from([ClientStatus.PENDING, ClientStatus.LOST]),
 )
-client_op = st.tuples(st.just("client"), ALLOC_IDS, st.sampled_from(list(ClientStatus)))
+# One entry may place, update and stop several allocations, and carry several reports: the
+# compact form splits a group's rows into runs of new allocations and updates between them.
+upsert_op = st.tuples(st.just("upsert"), st.lists(placement, min_size=1, max_size=4))
+report = st.tuples(ALLOC_IDS, st.sampled_from(list(ClientStatus)))
+client_op = st.tuples(st.just("client"), st.lists(report, min_size=1, max_size=4))
 delete_op = st.tuples(st.just("delete"), ALLOC_IDS)
 read_op = st.tuples(st.just("read"), st.sampled_from(JOBS))
 
@@ -124,20 +140,28 @@ def test_job_scoped_replica_answers_as_the_eager_one(ops: list[tuple[Any, ...]])
         c.commit(UpsertJob(Job(id=job, name=job)))
     for op in ops:
         if op[0] == "upsert":
-            _, aid, job, node, cpu, desired, client = op
-            owner = c.leader.alloc(aid)
-            job = owner.job_id if owner is not None else job  # an allocation keeps its job
-            alloc = make_alloc(aid, job, node, cpu, desired_status=desired, client_status=client)
-            c.commit(UpsertAllocs((alloc,)))
+            batch: dict[str, Allocation] = {}  # one record per allocation in an entry
+            for aid, job, node, cpu, desired, client in op[1]:
+                owner = c.leader.alloc(aid)
+                job = owner.job_id if owner is not None else job  # an allocation keeps its job
+                batch[aid] = make_alloc(
+                    aid, job, node, cpu, desired_status=desired, client_status=client
+                )
+            c.commit(UpsertAllocs(tuple(batch.values())))
         elif op[0] == "client":
-            c.commit(UpdateAllocsClientStatus((AllocClientUpdate(op[1], op[2], "", 5),)))
+            updates = tuple(AllocClientUpdate(aid, status, "", 5) for aid, status in op[1])
+            c.commit(UpdateAllocsClientStatus(updates))
         elif op[0] == "delete":
             c.commit(DeleteEvals((), alloc_ids=(op[1],)))
         else:
-            snap = c.scoped.snapshot_for_job("default", op[1])
-            assert snap.allocs_by_job("default", op[1]) == c.eager.allocs_by_job("default", op[1])
-        assert_same_everywhere(c.eager, c.scoped)
-    assert_settled_equal(c.eager, c.scoped)
+            for scoped in (c.scoped, c.scoped_built):
+                snap = scoped.snapshot_for_job("default", op[1])
+                want = c.eager.allocs_by_job("default", op[1])
+                assert snap.allocs_by_job("default", op[1]) == want
+        for replica in c.replicas():
+            assert_same_everywhere(c.eager, replica)
+    for replica in c.replicas():
+        assert_settled_equal(c.eager, replica)
 
 
 def test_running_reports_and_new_allocations_wait_for_their_job() -> None:
