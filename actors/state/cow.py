@@ -17,7 +17,7 @@ that apply the same log iterate in the same order.
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Collection, Hashable, Iterator, Sequence
+from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Sequence
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -225,6 +225,24 @@ class CowMultiMap(MultiView[K, M]):
         else:
             inner = inner.copy()
             inner[member] = None
+        outer._writable_at(i)[key] = inner
+        self._owned.add(key)
+
+    def add_many(self, key: K, members: Iterable[M]) -> None:
+        """`add` for each member, hashing the key and copying its member set at most once."""
+        outer = self._outer
+        i = outer._hash(key) & outer._mask
+        inner = outer._shards[i].get(key)
+        if inner is not None and key in self._owned:
+            inner.update(dict.fromkeys(members))
+            return
+        if inner is None:
+            inner = dict.fromkeys(members)
+            if not inner:
+                return
+            outer._len += 1
+        else:
+            inner = {**inner, **dict.fromkeys(members)}
         outer._writable_at(i)[key] = inner
         self._owned.add(key)
 

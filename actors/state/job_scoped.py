@@ -173,14 +173,29 @@ class JobScopedStore(StateStore):
                 for update in item.expand():
                     self._apply_client_update(update, index)
             elif isinstance(item, AllocRows):
-                for alloc in item.expand():
-                    del queued_allocs[alloc.id]
-                    self._file_alloc(stamped_alloc(alloc, None, index))
+                self._file_rows(item, index)
             elif isinstance(item, Allocation):
                 del queued_allocs[item.id]
                 self._file_alloc(item)
             else:
                 self._apply_client_update(item, index)
+
+    def _file_rows(self, group: AllocRows, index: int) -> None:
+        """Store a queued group's records; one index write per node and one for the job."""
+        queued_allocs, allocs = self._queued_allocs, self._allocs
+        by_node: dict[str, list[str]] = {}
+        for alloc in group.expand():
+            alloc = stamped_alloc(alloc, None, index)
+            del queued_allocs[alloc.id]
+            allocs.set(alloc.id, alloc)
+            node_ids = by_node.get(alloc.node_id)
+            if node_ids is None:
+                node_ids = by_node[alloc.node_id] = []
+            node_ids.append(alloc.id)
+        for node_id, ids in by_node.items():
+            self._allocs_by_node.add_many(node_id, ids)
+        proto = group.proto
+        self._allocs_by_job.add_many((proto.namespace, proto.job_id), map(_id_of, group.rows))
 
     def _file_alloc(self, alloc: Allocation) -> None:
         """Store a queued new allocation: its usage and counters were applied when queued."""

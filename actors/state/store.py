@@ -33,6 +33,7 @@ from contracts.copying import replacer
 from contracts.evaluation import EvalStatus, Evaluation
 from contracts.job import Job
 from contracts.node import Node
+from contracts.resources import AllocatedResources
 from contracts.scaling import TRACKED_SCALING_EVENTS, ScalingEvent
 from contracts.state_log import (
     AllocClientUpdate,
@@ -485,12 +486,67 @@ class StateStore(TableReader):
         for ev in change.evals:
             self._put_eval(ev, index)
         allocs = self._allocs
+        placed: list[Allocation] = []  # new records stored, not yet indexed
         for alloc in change.allocs:
             slot = allocs.slot(alloc.id)
             old = allocs.get_at(slot, alloc.id)
-            self._write_alloc(old, stamped_alloc(alloc, old, index), slot)
+            new = stamped_alloc(alloc, old, index)
+            if old is None:
+                allocs.set_at(slot, new.id, new)
+                placed.append(new)
+                continue
+            if placed:  # indexes follow the log's order
+                self._index_placed(placed)
+                placed = []
+            self._write_alloc(old, new, slot)
+        if placed:
+            self._index_placed(placed)
         if change.allocs:
             self._touch("allocs", index)
+
+    def _index_placed(self, placed: list[Allocation]) -> None:
+        """Index new records (already stored) as `_write_alloc` would one by one, a plan's
+        worth at a time: each node's and each job's member set is written once, and usage
+        once per node and shape."""
+        by_node: dict[str, list[str]] = {}
+        by_job: dict[JobKey, list[str]] = {}
+        # id(resources) -> (resources, node -> live allocations): a plan's placements of
+        # one group share their resources record.
+        shapes: dict[int, tuple[AllocatedResources, dict[str, int]]] = {}
+        live: dict[JobKey, int] = {}
+        usage = self._usage_table
+        for alloc in placed:
+            node_ids = by_node.get(alloc.node_id)
+            if node_ids is None:
+                node_ids = by_node[alloc.node_id] = []
+            node_ids.append(alloc.id)
+            key = (alloc.namespace, alloc.job_id)
+            job_ids = by_job.get(key)
+            if job_ids is None:
+                job_ids = by_job[key] = []
+            job_ids.append(alloc.id)
+            if alloc.terminal():
+                continue
+            live[key] = live.get(key, 0) + 1
+            res = alloc.allocated_resources
+            if res.devices:  # device instances are counted per allocation
+                usage.add(alloc)
+                continue
+            shape = shapes.get(id(res))
+            if shape is None:
+                shape = shapes[id(res)] = (res, {})
+            per_node = shape[1]
+            per_node[alloc.node_id] = per_node.get(alloc.node_id, 0) + 1
+        for node_id, ids in by_node.items():
+            self._allocs_by_node.add_many(node_id, ids)
+        for res, per_node in shapes.values():
+            usage.add_many(res, per_node)
+        for key, ids in by_job.items():
+            self._allocs_by_job.add_many(key, ids)
+            self._dirty.setdefault(key, False)
+        live_allocs = self._live_allocs
+        for key, n in live.items():
+            live_allocs[key] = live_allocs.get(key, 0) + n
 
     def _apply_alloc_rows(self, change: UpsertAllocRows, index: int) -> None:
         """The compact form (decode_entry's `compact`): this store builds every record."""

@@ -241,3 +241,20 @@ TestCowMultiMapProperties = CowMultiMapMachine.TestCase
 TestCowMultiMapProperties.settings = settings(
     max_examples=150, stateful_step_count=40, deadline=None
 )
+
+
+def test_add_many_writes_a_key_once_and_keeps_snapshots_isolated() -> None:
+    m: CowMultiMap[str, str] = CowMultiMap(4)
+    m.add("n1", "a")
+    before = m.snapshot()
+    m.add_many("n1", ["b", "c", "a"])  # copied once; a member already there stays put
+    m.add_many("n2", ["x"])
+    m.add_many("n2", ["y"])  # created since the snapshot: written in place
+    m.add_many("n3", [])  # nothing to add: no key
+    assert list(before.get("n1")) == ["a"] and list(before.get("n2")) == []
+    assert list(m.get("n1")) == ["a", "b", "c"]
+    assert list(m.get("n2")) == ["x", "y"]
+    assert "n3" not in list(m.keys())
+    after = m.snapshot()
+    m.add_many("n2", ["z"])
+    assert list(after.get("n2")) == ["x", "y"]
