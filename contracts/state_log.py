@@ -113,6 +113,20 @@ _new_update = replacer(
 _UPDATE_PROTO = AllocClientUpdate("", ClientStatus.PENDING)
 
 
+def client_update(
+    alloc_id: str,
+    client_status: ClientStatus,
+    client_description: str,
+    modify_time: int,
+    node_id: str,
+) -> AllocClientUpdate:
+    """`AllocClientUpdate(...)` at a third of the cost (a frozen dataclass's __init__ sets
+    each field through object.__setattr__): an agent makes one per allocation it runs."""
+    return _new_update(
+        _UPDATE_PROTO, alloc_id, client_status, client_description, modify_time, node_id
+    )
+
+
 def _update_to_wire(update: AllocClientUpdate) -> list[Any]:
     return [
         update.alloc_id,
@@ -135,9 +149,7 @@ def _update_from_wire(data: Any, path: str) -> AllocClientUpdate:
                 and type(modify_time) is int
                 and type(node_id) is str
             ):
-                return _new_update(
-                    _UPDATE_PROTO, alloc_id, client_status, description, modify_time, node_id
-                )
+                return client_update(alloc_id, client_status, description, modify_time, node_id)
         raise CodecError(path, f"expected {_UPDATE_ROW}, got {describe(data)}")
     update: AllocClientUpdate = generic_decoder(AllocClientUpdate)(data, path, "error")
     return update

@@ -16,7 +16,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import partial
 
 import redis
@@ -29,10 +29,13 @@ from actors.state import StateStore
 from actors.streams import StreamBus
 from actors.streams.names import StreamNames
 from contracts import CLIENT_TERMINAL, Allocation, Node
+from contracts.alloc_batch import ROW_NODE_ID
 from contracts.messages import LeaderRequest, RequestKind
 from contracts.state_log import (
     LogEntry,
     UpdateAllocsClientStatus,
+    UpdateClientStatusRows,
+    UpsertAllocRows,
     UpsertAllocs,
     UpsertEvals,
     decode_entry,
@@ -74,14 +77,15 @@ class AgentService:
         self.clock = clock
         self.lock = threading.Lock()
         # The agent needs job versions (to find tasks) from its store; allocation records go
-        # straight from the log to the client core, so the store skips them. Of the client
+        # straight from the log to the client core, so the store skips them. The log is read
+        # compact, so that only the records of this agent's nodes are built; of the client
         # reports coming back it only uses terminal ones, so only those are decoded.
         self.replica = LogReplica(
             client,
             names,
             store=StateStore(),
             listener=self._on_entry,
-            decode=partial(decode_entry, terminal_updates_only=True),
+            decode=partial(decode_entry, terminal_updates_only=True, compact=True),
             reduce=_without_allocs,
         )
         self.stats = {"updates": 0, "heartbeats": 0}
@@ -139,15 +143,16 @@ class AgentService:
         """Allocation records for our nodes, as committed: placements and stops to act on;
         and our own reports coming back, which lets finished runners be forgotten."""
         change = entry.change
-        node_ids = self.core.node_ids
-        if isinstance(change, UpsertAllocs):
-            mine = [a for a in change.allocs if a.node_id in node_ids]
+        if isinstance(change, UpsertAllocRows | UpsertAllocs):
+            mine = records_on_nodes(change, self.core.node_ids)
             if mine:
                 with self.lock:
                     self.core.apply_allocs(mine, store.job_version)
                 if self.telemetry.enabled and entry.trace.get(""):
                     self._trace_start(entry, mine)
-        elif isinstance(change, UpdateAllocsClientStatus):
+        elif isinstance(change, UpdateClientStatusRows | UpdateAllocsClientStatus):
+            if isinstance(change, UpdateClientStatusRows):
+                change = change.expanded()
             done = [u.alloc_id for u in change.updates if u.client_status in CLIENT_TERMINAL]
             if done:
                 with self.lock:
@@ -176,12 +181,28 @@ class AgentService:
         self.bus.publish(self.names.requests, [("LeaderRequest", request)])
 
 
+def records_on_nodes(
+    change: UpsertAllocRows | UpsertAllocs, node_ids: Collection[str]
+) -> list[Allocation]:
+    """The allocation records of `change` placed on `node_ids`, in log order. In the compact
+    form only those records are built: an agent of one node in a large cluster reads every
+    plan, and builds its own few allocations only."""
+    if isinstance(change, UpsertAllocs):
+        return [a for a in change.allocs if a.node_id in node_ids]
+    mine: list[Allocation] = []
+    for group in change.groups:
+        rows = [row for row in group.rows if row[ROW_NODE_ID] in node_ids]
+        if rows:
+            mine += group.subset(rows).expand()
+    return mine
+
+
 def _without_allocs(entry: LogEntry) -> LogEntry:
     """What the agent's store keeps of an entry: everything but allocation records (their
     evaluations stay, so indexes and eval state match the leader's)."""
     change = entry.change
-    if isinstance(change, UpsertAllocs):
+    if isinstance(change, UpsertAllocs | UpsertAllocRows):
         return LogEntry(entry.index, entry.term, UpsertEvals(change.evals))
-    if isinstance(change, UpdateAllocsClientStatus):
+    if isinstance(change, UpdateAllocsClientStatus | UpdateClientStatusRows):
         return LogEntry(entry.index, entry.term, UpsertEvals(()))
     return entry

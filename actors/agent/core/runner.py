@@ -21,7 +21,7 @@ from enum import Enum
 from actors.agent.core.drivers import Driver, TaskHandle, TaskState
 from actors.agent.core.env import TaskEnv
 from contracts import CLIENT_TERMINAL, Allocation, ClientStatus, Job, Task, TaskGroup
-from contracts.state_log import AllocClientUpdate
+from contracts.state_log import AllocClientUpdate, client_update
 
 RUNNING_DESCRIPTION = "Tasks are running"
 COMPLETE_DESCRIPTION = "All tasks have completed"
@@ -33,6 +33,45 @@ STOPPED_DESCRIPTION = "stopped by scheduler"
 # entries hold their driver and task, so an id is never reused while its entry lives.
 _VALIDATED: dict[tuple[int, int], tuple[Driver, Task, list[str]]] = {}
 _VALIDATED_MAX = 4096
+
+
+# The group an allocation runs and the problems found with it, per (job version, group,
+# drivers): the same for every allocation of a plan. Entries hold what they are keyed by.
+_CHECKED: dict[tuple[int, str, int], tuple[Job, Mapping[str, Driver], TaskGroup | None, str]] = {}
+
+
+def _start_check(
+    job: Job, group_name: str, drivers: Mapping[str, Driver]
+) -> tuple[TaskGroup | None, str]:
+    """The allocation's task group and why it cannot start ("" if it can)."""
+    key = (id(job), group_name, id(drivers))
+    hit = _CHECKED.get(key)
+    if hit is not None and hit[0] is job and hit[1] is drivers:
+        return hit[2], hit[3]
+    group = job.lookup_task_group(group_name)
+    problems = "; ".join(_group_problems(job, group_name, group, drivers))
+    if len(_CHECKED) >= _VALIDATED_MAX:
+        _CHECKED.clear()
+    _CHECKED[key] = (job, drivers, group, problems)
+    return group, problems
+
+
+def _group_problems(
+    job: Job, group_name: str, group: TaskGroup | None, drivers: Mapping[str, Driver]
+) -> list[str]:
+    if group is None:
+        return [f'task group "{group_name}" not found in job "{job.id}"']
+    if not group.tasks:
+        return [f'task group "{group.name}" has no tasks']
+    problems = []
+    for task in group.tasks:
+        driver = drivers.get(task.driver)
+        if driver is None:
+            what = f'unknown driver "{task.driver}"' if task.driver else "no driver set"
+            problems.append(f'task "{task.name}": {what}')
+        else:
+            problems += [f'task "{task.name}": {e}' for e in _validated(driver, task)]
+    return problems
 
 
 def _validated(driver: Driver, task: Task) -> list[str]:
@@ -168,33 +207,18 @@ class AllocRunner:
         if self._abandoned or current == self._reported:
             return None
         self._reported = current
-        return AllocClientUpdate(
+        return client_update(
             self.alloc.id, self.status, self.description, int(now * 1e9), self.alloc.node_id
         )
 
-    def _problems(self, group: TaskGroup | None) -> list[str]:
+    def _start(self, now: float) -> None:
         a = self.alloc
         if self.job is None:
-            return [f'job "{a.job_id}" version {a.job_version} not found']
-        if group is None:
-            return [f'task group "{a.task_group}" not found in job "{a.job_id}"']
-        if not group.tasks:
-            return [f'task group "{group.name}" has no tasks']
-        problems = []
-        for task in group.tasks:
-            driver = self._drivers.get(task.driver)
-            if driver is None:
-                what = f'unknown driver "{task.driver}"' if task.driver else "no driver set"
-                problems.append(f'task "{task.name}": {what}')
-            else:
-                problems += [f'task "{task.name}": {e}' for e in _validated(driver, task)]
-        return problems
-
-    def _start(self, now: float) -> None:
-        group = None if self.job is None else self.job.lookup_task_group(self.alloc.task_group)
-        problems = self._problems(group)
+            group, problems = None, f'job "{a.job_id}" version {a.job_version} not found'
+        else:
+            group, problems = _start_check(self.job, a.task_group, self._drivers)
         if problems:
-            self._set(ClientStatus.FAILED, "; ".join(problems))
+            self._set(ClientStatus.FAILED, problems)
             self.phase = Phase.DONE
             return
         assert self.job is not None and group is not None
