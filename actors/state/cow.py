@@ -9,9 +9,13 @@ write after a snapshot grows with shard size, so big tables get more shards.
 `CowMultiMap` (a secondary index: key -> ordered set of members) applies the same idea one
 level down: a key's inner dict is copied on its first write after a snapshot.
 
-Shards are chosen by a stable hash (crc32, not `hash()`, which is salted per process), so
-iteration order depends only on the sequence of writes: replicas in different processes
-that apply the same log iterate in the same order.
+Shards are chosen by a stable hash by default (crc32, not `hash()`, which is salted per
+process), so iteration order depends only on the sequence of writes: replicas in different
+processes that apply the same log iterate in the same order. Tables looked up several times
+per allocation and never iterated for a decision (allocations, evaluations, the by-node
+index) use the builtin `hash` instead: Python's own string hash, cached on the string
+object, makes a lookup a third cheaper; their iteration order differs between processes, so
+their listings sort (see actors/api).
 """
 
 from __future__ import annotations

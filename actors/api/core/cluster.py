@@ -33,7 +33,7 @@ def list_evals(call: Call) -> ApiResponse:
             if (namespace == "*" or e.namespace == namespace)
             and (not status or e.status.value == status)
         ]
-        evals.sort(key=lambda e: e.create_index, reverse=True)
+        evals.sort(key=lambda e: (e.create_index, e.id), reverse=True)
         return [shapes.evaluation(e) for e in evals]
 
     return call.read(("evals",), render)
@@ -75,7 +75,7 @@ def list_allocs(call: Call) -> ApiResponse:
             for a in _prefixed(state.allocs(), prefix)
             if namespace == "*" or a.namespace == namespace
         ]
-        allocs.sort(key=lambda a: a.create_index)
+        allocs.sort(key=lambda a: (a.create_index, a.id))
         return [shapes.alloc_stub(a, resources=resources) for a in allocs]
 
     return call.read(("allocs",), render)
