@@ -352,8 +352,15 @@ class _LazyClassDecoder:
 
 
 def generic_decoder(cls: type) -> Decoder:
-    """The validating decoder of a record's own fields, ignoring any custom wire form."""
-    return _compile_class_decoder(cls)
+    """The validating decoder of a record's own fields, ignoring any custom wire form.
+    Compiled once per class: a custom wire form calls it for every message it decodes."""
+    decoder = _generic_decoders.get(cls)
+    if decoder is None:
+        decoder = _generic_decoders[cls] = _compile_class_decoder(cls)
+    return decoder
+
+
+_generic_decoders: dict[type, Decoder] = {}
 
 
 def _compile_class_decoder(cls: type) -> Decoder:

@@ -64,6 +64,10 @@ IDLE_BLOCK_MS = 50
 # Queued allocation work filed per idle turn: a few milliseconds, so a delivery that arrives
 # meanwhile waits no longer than that.
 IDLE_SETTLE_ITEMS = 5_000
+# Filing waits until no delivery came for this long: a gap between deliveries in a burst is
+# not idle time (the CPU it would take belongs to the leader and the other workers), and a
+# job's queued records are filed anyway when it is next evaluated.
+IDLE_SETTLE_QUIET_S = 1.0
 # Answers read but not waited for, kept until asked for (bounded: one per timed-out wait).
 KEPT_REPLIES = 1_000
 # Deliveries a worker holds at once: the one it schedules, and the previous one whose ack
@@ -255,6 +259,7 @@ class WorkerService:
         self.request_ids = itertools.count(1)
         self.stats = {"evals": 0, "plans": 0, "partial_plans": 0, "refreshes": 0, "nacks": 0}
         self.unacked: UnackedEval | None = None
+        self._last_delivery = 0.0
         self._consumer = GroupConsumer(
             self.bus,
             names.deliveries,
@@ -278,11 +283,14 @@ class WorkerService:
         while not stop.is_set():
             try:
                 self.replica.catch_up()  # what was committed while we waited (no blocking)
-                if not self._consumer.poll_once():
-                    # Idle: ack what is in flight, and file some of the allocations queued
-                    # per job, so that a later evaluation has less to settle.
+                if self._consumer.poll_once():
+                    self._last_delivery = time.monotonic()
+                else:
+                    # Idle: ack what is in flight; once quiet, file some of the allocations
+                    # queued per job, so that a later evaluation has less to settle.
                     self.finish_unacked()
-                    self.store.settle_some(IDLE_SETTLE_ITEMS)
+                    if time.monotonic() - self._last_delivery >= IDLE_SETTLE_QUIET_S:
+                        self.store.settle_some(IDLE_SETTLE_ITEMS)
                     when_idle()
             except redis.ConnectionError:
                 if stop.is_set():

@@ -212,3 +212,12 @@ def test_plain_alloc_entries_are_still_accepted() -> None:
 
     plain = {"Index": 3, "Term": 1, "Type": "UpsertAllocs", "Change": {"Allocs": [to_wire(ALLOC)]}}
     assert decode_entry(orjson.dumps(plain)).change.allocs == (ALLOC,)  # type: ignore[union-attr]
+
+
+def test_a_records_generic_decoder_is_compiled_once() -> None:
+    # Custom wire forms (plans, client reports) call it for every message they decode.
+    from contracts import Plan
+    from contracts.codec import generic_decoder
+
+    assert generic_decoder(Plan) is generic_decoder(Plan)
+    assert generic_decoder(Allocation)(to_wire(ALLOC), "$", "error") == ALLOC

@@ -73,7 +73,8 @@ def evaluate_node_plan(state: StateReader, plan: Plan, node_id: str) -> str | No
         return NODE_DISCONNECTED
     if node.status is not NodeStatus.READY:
         return NODE_NOT_READY
-    current = [state.alloc(a.id) for a in placing]
+    alloc_of = state.alloc
+    current = [alloc_of(a.id) for a in placing]
     in_place_only = all(c is not None and c.node_id == node_id for c in current)
     if not in_place_only:
         # Updates of allocations already there are fine on an ineligible node; new ones aren't.
