@@ -145,6 +145,9 @@ def _run_system(
         "partial_rejections": stats["partial_plans"],
         "rejected_nodes": stats["rejected_nodes"],
         "worker_refreshes": sum(w["refreshes"] for w in worker_stats),
+        # Plans moved off nodes that filled up while they were computed, before submission.
+        "rebased_plans": sum(w["rebased_plans"] for w in worker_stats),
+        "rebased_nodes": sum(w["rebased_nodes"] for w in worker_stats),
         "overcommitted_nodes": overcommitted,
         "complete": placed >= expected,
     }

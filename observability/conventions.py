@@ -33,6 +33,9 @@ end is the eval's completion for the conflict report's latency cost."""
 SPAN_RECONCILE: Final = "schedule.reconcile"
 SPAN_FEASIBILITY: Final = "schedule.feasibility"
 SPAN_RANKING: Final = "schedule.ranking"
+# Before submitting, a plan moved onto the fresher state the worker's replica reached
+# (actors/worker/core/scheduler/rebase.py): nodes moved, full ones taken back, placements redone.
+SPAN_REBASE: Final = "schedule.rebase"
 SPAN_PLAN_SUBMIT: Final = "plan.submit"
 """Worker: one plan attempt, from send to the leader's result. Its start is the submission."""
 SPAN_PLAN_APPLY: Final = "plan.apply"

@@ -186,6 +186,15 @@ class StreamPlanner:
         worker.replica.catch_up_to(result.refresh_index, worker.wait_timeout_s)
         return result, worker.snapshot_for(self.delivery.eval)
 
+    def fresher_state(self, since_index: int) -> StateReader | None:
+        """What was committed while the scheduler computed, read just before submitting:
+        placements on nodes that filled up meanwhile move before the leader sees them."""
+        worker = self.worker
+        worker.replica.catch_up()
+        if worker.replica.index <= since_index:
+            return None
+        return worker.snapshot_for(self.delivery.eval)
+
     def update_eval(self, evaluation: Evaluation) -> None:
         self.final = evaluation
 
@@ -257,7 +266,15 @@ class WorkerService:
         self.wait_timeout_s = wait_timeout_s
         self.reply_timeout_s = reply_timeout_s
         self.request_ids = itertools.count(1)
-        self.stats = {"evals": 0, "plans": 0, "partial_plans": 0, "refreshes": 0, "nacks": 0}
+        self.stats = {
+            "evals": 0,
+            "plans": 0,
+            "partial_plans": 0,
+            "refreshes": 0,
+            "nacks": 0,
+            "rebased_plans": 0,
+            "rebased_nodes": 0,
+        }
         self.unacked: UnackedEval | None = None
         self._last_delivery = 0.0
         self._consumer = GroupConsumer(
@@ -357,6 +374,8 @@ class WorkerService:
                 scheduler.process(delivery.eval)
             finally:
                 self.tracing.record_phases(span, scheduler.phases)
+                self.stats["rebased_plans"] += scheduler.rebases
+                self.stats["rebased_nodes"] += scheduler.rebased_nodes
             return AckOutcome.ACK, "", planner.flush()
         except StaleDelivery as exc:
             return AckOutcome.NACK, str(exc), ""

@@ -27,6 +27,7 @@ _PHASE_SPANS = {
     "reconcile": c.SPAN_RECONCILE,
     "feasibility": c.SPAN_FEASIBILITY,
     "ranking": c.SPAN_RANKING,
+    "rebase": c.SPAN_REBASE,
 }
 
 

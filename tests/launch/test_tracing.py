@@ -167,8 +167,19 @@ def test_one_trace_per_eval_crosses_every_actor_and_conflicts_are_attributed(
     assert len(report.conflicts) == stats["rejected_nodes"]
     assert sum(row.conflicts for row in report.by_reason) == stats["rejected_nodes"]
     assert len(report.plans) == stats["partial_plans"]  # every partially rejected plan
-    # A rejected plan costs a retry unless nothing else fitted (the eval then blocks).
-    assert 1 <= sum(p.retries for p in report.plans) <= stats["partial_plans"]
+    # A rejected plan costs a retry when its eval submitted another plan afterwards (not when
+    # nothing else fitted: the eval then blocks without one).
+    submits = [s for s in spans if s.name == c.SPAN_PLAN_SUBMIT]
+    for cost in report.plans:
+        later = [
+            s
+            for s in submits
+            if s.attributes.get(c.EVAL_ID) == cost.eval_id
+            and s.attributes.get(c.PLAN_ID) != cost.plan_id
+            and s.start_ns > cost.submitted_ns
+        ]
+        assert cost.retries == (1 if later else 0), cost
+    assert sum(p.retries for p in report.plans) <= stats["partial_plans"]
 
     monkeypatch.chdir(data_dir.parent)
     assert cli(["trace", "conflicts", "-data-dir", str(data_dir)]) == 0

@@ -96,6 +96,9 @@ class SchedulerBase:
         self.annotations: PlanAnnotations | None = None
         self.ctx: EvalContext | None = None
         self.attempts = 0
+        # Plans moved onto a fresher state before submission, and the nodes taken back.
+        self.rebases = 0
+        self.rebased_nodes = 0
         self.phases: PhaseLog | None = None  # set by an observer (tracing) to record phases
         self._prototypes: dict[tuple[str, str, int, str, str], Allocation] = {}
         self._shared_resources: dict[tuple[int, int, int], AllocatedResources] = {}

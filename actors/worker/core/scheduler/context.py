@@ -231,3 +231,28 @@ class EvalContext:
 
     def update_in_place(self, alloc: Allocation) -> None:
         self.plan.node_allocation[alloc.node_id].append(alloc)
+
+    def take_back(self, node_id: str) -> list[Allocation]:
+        """Remove the placements this plan made on `node_id` (new ones only: the caller
+        checked) and release what they charged to its load; returns them."""
+        placed = self.plan.node_allocation.pop(node_id, [])
+        load = self.load(node_id)
+        for alloc in placed:
+            res = alloc.allocated_resources
+            load.cpu -= res.cpu
+            load.memory_mb -= res.memory_mb
+            load.disk_mb -= res.disk_mb
+            for device in res.devices:
+                load.free_devices(device.device_ids)
+            self._count(alloc.task_group, node_id, -1)
+            self._track_property_sets(alloc, -1)
+        # Stacks forget that the node was full (see GroupStack._forget_exhaustion).
+        self.free_generation += 1
+        self.freed_at[node_id] = self.free_generation
+        return placed
+
+    def rebase(self, state: StateReader) -> None:
+        """Read committed state from `state` (newer than the one this context began on)
+        from now on; loads already proposed must have been moved by the caller."""
+        self.state = state
+        self.usage_lookup = state.node_usage_lookup()

@@ -15,7 +15,8 @@ from actors.worker.core.scheduler.feasible import (
     in_any_datacenter,
 )
 from actors.worker.core.scheduler.phases import now_ns
-from actors.worker.core.scheduler.planner import Planner
+from actors.worker.core.scheduler.planner import Planner, RefreshingPlanner
+from actors.worker.core.scheduler.rebase import move_loads, plan_rebase
 from actors.worker.core.scheduler.reconcile import (
     ALLOC_LOST,
     Placement,
@@ -139,6 +140,8 @@ class GenericScheduler(SchedulerBase):
         nodes, by_dc = cache.base_nodes(state, job, seed)
         stacks: dict[str, GroupStack] = {}
         placing = now_ns() if phases is not None else 0
+        # New placements that a rebase may take back and place again (see rebase.py).
+        redoable: dict[str, tuple[Placement, GroupStack]] = {}
         # Destructive updates first: their stops free resources for what follows.
         for placement in (*result.destructive, *result.place):
             tg = placement.task_group
@@ -151,7 +154,11 @@ class GenericScheduler(SchedulerBase):
                 )
                 stack.phases = phases
                 cache.restore(stack)
-            self._place(ctx, job, stack, placement)
+            placed = self._place(ctx, job, stack, placement)
+            if placed is not None and placement.previous is None:
+                redoable[placed.id] = (placement, stack)
+        if redoable:
+            self._rebase(ctx, job, redoable)
         for stack in stacks.values():
             cache.keep(stack)
         if phases is not None:
@@ -164,6 +171,43 @@ class GenericScheduler(SchedulerBase):
             )
             for stack in stacks.values():
                 stack.report_ranking(placing, max(placing, ended - feasibility))
+
+    def _rebase(
+        self, ctx: EvalContext, job: Job, redoable: dict[str, tuple[Placement, GroupStack]]
+    ) -> None:
+        """Move the plan onto the fresher state the planner has, if any (see rebase.py):
+        placements on nodes that filled up meanwhile are taken back and placed again."""
+        planner = self.planner
+        if not isinstance(planner, RefreshingPlanner):
+            return
+        old = self.state
+        fresh = planner.fresher_state(old.latest_index())
+        if fresh is None:
+            return
+        started = now_ns()
+        rebase = plan_rebase(ctx, old, fresh, redoable)
+        if rebase is None:
+            return
+        move_loads(ctx, rebase, fresh)
+        self.state = fresh
+        ctx.plan.snapshot_index = fresh.latest_index()
+        again = [alloc for node_id in rebase.full for alloc in ctx.take_back(node_id)]
+        for alloc in again:
+            placement, stack = redoable[alloc.id]
+            if not self._coalesce_failure(placement.task_group.name):
+                self._place(ctx, job, stack, placement)
+        if again:
+            self.rebases += 1
+            self.rebased_nodes += len(rebase.full)
+        if self.phases is not None:
+            self.phases.add(
+                "rebase",
+                started,
+                now_ns(),
+                moved=len(rebase.moved),
+                full=len(rebase.full),
+                placed_again=len(again),
+            )
 
     def _inplace_check(
         self, ctx: EvalContext, job: Job | None
@@ -204,7 +248,9 @@ class GenericScheduler(SchedulerBase):
             if alloc.client_status in (ClientStatus.RUNNING, ClientStatus.PENDING):
                 ctx.stop(alloc, self._stopped(alloc, ALLOC_LOST, ClientStatus.LOST))
 
-    def _place(self, ctx: EvalContext, job: Job, stack: GroupStack, placement: Placement) -> None:
+    def _place(
+        self, ctx: EvalContext, job: Job, stack: GroupStack, placement: Placement
+    ) -> Allocation | None:
         previous = placement.previous
         stopped = None
         if previous is not None and placement.stop_previous:
@@ -217,7 +263,7 @@ class GenericScheduler(SchedulerBase):
             if stopped is not None and previous is not None:
                 ctx.unstop(previous, stopped)
             self.failed_tg_allocs[placement.task_group.name] = stack.failure_metric()
-            return
+            return None
         alloc = self._new_alloc(job, placement.task_group.name, placement.name, option, previous)
         if placement.reschedule and previous is not None:
             alloc = dataclasses.replace(
@@ -230,6 +276,7 @@ class GenericScheduler(SchedulerBase):
         if stopped is not None:
             ctx.link_replacement(stopped, alloc.id)
         ctx.place(alloc, option.node)
+        return alloc
 
 
 def _penalty_nodes(placement: Placement) -> frozenset[str]:

@@ -6,7 +6,7 @@ it directly against a state store for tests, benchmarks and dry-run plans.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from contracts import Evaluation, Plan, PlanResult
 
@@ -25,3 +25,15 @@ class Planner(Protocol):
     def create_eval(self, evaluation: Evaluation) -> None: ...
 
     def reblock_eval(self, evaluation: Evaluation) -> None: ...
+
+
+@runtime_checkable
+class RefreshingPlanner(Planner, Protocol):
+    """A planner whose scheduler may be behind the committed state while it computes (a
+    worker's replica keeps moving). Before submitting, the generic scheduler asks for a
+    fresher state and moves placements off nodes that filled up meanwhile (see rebase.py),
+    instead of sending placements the leader would reject."""
+
+    def fresher_state(self, since_index: int) -> StateReader | None:
+        """A state newer than `since_index`, or None if nothing was committed since."""
+        ...
