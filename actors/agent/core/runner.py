@@ -239,6 +239,9 @@ class AllocRunner:
     def _poll_running(self, now: float) -> None:
         failures = []
         for name, (driver, handle) in list(self._handles.items()):
+            wake = handle.wake_at
+            if wake is not None and wake > now:
+                continue  # its driver said nothing can change before then (TaskHandle)
             status = driver.poll(handle, now)
             if status.running:
                 continue

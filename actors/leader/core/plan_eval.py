@@ -85,31 +85,35 @@ def evaluate_node_plan(state: StateReader, plan: Plan, node_id: str) -> str | No
 
     usage = state.node_usage(node_id)
     cpu, memory, disk = usage.cpu, usage.memory_mb, usage.disk_mb
-    devices_in_use = set(usage.device_ids)
-    released: set[str] = set()
+    stopping = plan.node_update.get(node_id, ())
+    devices_in_use: set[str] | None = None  # built when a device is released or claimed
+    if stopping or any(c is not None for c in current):
+        # Stops, evictions and updates release the records they replace first.
+        devices_in_use = in_use = set(usage.device_ids)
+        released: set[str] = set()
 
-    def release(alloc: Allocation) -> None:
-        nonlocal cpu, memory, disk
-        res = alloc.allocated_resources
-        cpu -= res.cpu
-        memory -= res.memory_mb
-        disk -= res.disk_mb
-        for device in res.devices:
-            devices_in_use.difference_update(device.device_ids)
-        released.add(alloc.id)
+        def release(alloc: Allocation) -> None:
+            nonlocal cpu, memory, disk
+            res = alloc.allocated_resources
+            cpu -= res.cpu
+            memory -= res.memory_mb
+            disk -= res.disk_mb
+            for device in res.devices:
+                in_use.difference_update(device.device_ids)
+            released.add(alloc.id)
 
-    for stopping in plan.node_update.get(node_id, ()):
-        existing = state.alloc(stopping.id)
-        if existing is not None and existing.node_id == node_id and not existing.terminal():
-            release(existing)
-    for existing in current:
-        if (
-            existing is not None
-            and existing.node_id == node_id
-            and not existing.terminal()
-            and existing.id not in released
-        ):
-            release(existing)  # replaced by its updated record below
+        for stopped in stopping:
+            existing = state.alloc(stopped.id)
+            if existing is not None and existing.node_id == node_id and not existing.terminal():
+                release(existing)
+        for existing in current:
+            if (
+                existing is not None
+                and existing.node_id == node_id
+                and not existing.terminal()
+                and existing.id not in released
+            ):
+                release(existing)  # replaced by its updated record below
     for alloc in placing:
         if alloc.terminal():
             continue
@@ -117,9 +121,12 @@ def evaluate_node_plan(state: StateReader, plan: Plan, node_id: str) -> str | No
         cpu += res.cpu
         memory += res.memory_mb
         disk += res.disk_mb
-        reason = _claim_devices(node.node_resources.devices, res.devices, devices_in_use)
-        if reason is not None:
-            return reason
+        if res.devices:
+            if devices_in_use is None:
+                devices_in_use = set(usage.device_ids)
+            reason = _claim_devices(node.node_resources.devices, res.devices, devices_in_use)
+            if reason is not None:
+                return reason
 
     reserved = node.reserved_resources
     capacity = node.node_resources

@@ -88,6 +88,23 @@ def test_pending_running_complete() -> None:
     assert r.step(120.0) is None
 
 
+def test_a_task_is_not_polled_before_its_wake_time() -> None:
+    class CountingMock(MockDriver):
+        polls = 0
+
+        def poll(self, handle: TaskHandle, now: float) -> TaskStatus:
+            self.polls += 1
+            return super().poll(handle, now)
+
+    d = CountingMock()
+    r = runner(mock("a", run_for="10s"), mock("b"), drivers={"mock": d})
+    r.step(0.0)
+    assert d.polls == 0  # just started: neither can have changed (wake_at 10 and never)
+    assert r.step(5.0) is None and d.polls == 0
+    assert r.step(10.0) is None and d.polls == 1  # "a" completes; "b" runs on
+    assert r.status is ClientStatus.RUNNING
+
+
 def test_zero_run_for_reports_only_the_final_status() -> None:
     r = runner(mock(run_for=0))
     assert r.step(1.0) == update(ClientStatus.COMPLETE, COMPLETE_DESCRIPTION, 1.0)
