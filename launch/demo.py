@@ -112,13 +112,16 @@ def _wait_settled(api: ApiClient, job_ids: list[str], timeout_s: float = 60.0) -
 
 def _report_placements(api: ApiClient, system: DroverSystem, job_ids: list[str]) -> None:
     stats = system.client().leader_stats()
-    refreshes = sum(ray.get(w.stats.remote())["refreshes"] for w in system.workers)
+    workers = ray.get([w.stats.remote() for w in system.workers])
+    refreshes = sum(w["refreshes"] for w in workers)
+    rebased = sum(w["rebased_plans"] for w in workers)
     placed = sum(len(api.get(f"/v1/job/{j}/allocations")) for j in job_ids)
     print(
         f"   {placed} allocations placed by {stats['plans']} plans; "
         f"{stats['partial_plans']} plans partially rejected at the leader "
         f"({stats['rejected_nodes']} node conflicts) -> refreshed and retried "
-        f"{refreshes} times; every evaluation finished\n"
+        f"{refreshes} times; {rebased} moved off nodes filled meanwhile before "
+        f"submission; every evaluation finished\n"
     )
 
 

@@ -31,13 +31,15 @@ def test_fleets_are_declared(output: str) -> None:
 def test_plans_are_counted_and_every_rejection_retried(output: str) -> None:
     match = re.search(
         r"(\d+) allocations placed by (\d+) plans; (\d+) plans partially rejected at the leader "
-        r"\((\d+) node conflicts\) -> refreshed and retried (\d+) times; every evaluation finished",
+        r"\((\d+) node conflicts\) -> refreshed and retried (\d+) times; (\d+) moved off nodes "
+        r"filled meanwhile before submission; every evaluation finished",
         output,
     )
     assert match is not None, output
-    placed, plans, partial, conflicts, retries = map(int, match.groups())
+    placed, plans, partial, conflicts, retries, rebased = map(int, match.groups())
     assert placed > 0 and plans >= 10
     assert conflicts >= partial and retries >= partial
+    assert 0 <= rebased <= plans
 
 
 def test_preserve_counts_keeps_the_autoscaled_count(output: str) -> None:
