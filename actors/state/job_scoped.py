@@ -219,13 +219,14 @@ class JobScopedStore(StateStore):
         for ev in change.evals:
             self._put_eval(ev, index)
         touched = False
+        seen: set[str] = set()  # IDs of this entry so far (see _queue_rows)
         for group in change.groups:
             rows = group.rows
             if not rows:
                 continue
             touched = True
             if set(map(_create_index_of, rows)) == {index}:
-                self._queue_rows(group, index)  # a plan's placements: all new
+                self._queue_rows(group, index, seen)  # a plan's placements: all new
                 continue
             run: list[list[Any]] = []
             for row in rows:
@@ -233,11 +234,12 @@ class JobScopedStore(StateStore):
                     run.append(row)
                     continue
                 if run:  # keep log order: queue the new ones before this update
-                    self._queue_rows(group.subset(run), index)
+                    self._queue_rows(group.subset(run), index, seen)
                     run = []
+                seen.add(row[ROW_ID])
                 self._upsert_alloc(group.subset([row]).expand()[0], index)
             if run:
-                self._queue_rows(group.subset(run), index)
+                self._queue_rows(group.subset(run), index, seen)
         if touched:
             self._touch("allocs", index)
 
@@ -270,11 +272,26 @@ class JobScopedStore(StateStore):
         self._enqueue(key, (alloc, 0))
         self._dirty.setdefault(key, False)
 
-    def _queue_rows(self, group: AllocRows, index: int) -> None:
+    def _queue_rows(self, group: AllocRows, index: int, seen: set[str]) -> None:
         """Queue new allocations of one group without building their records. They are new
         because the leader stamped them so (create_index == the entry's index): stamping
-        keeps an existing record's create_index, which is always older."""
+        keeps an existing record's create_index, which is always older. But an ID twice in
+        one entry is stamped new both times (the second is an update of the first): such
+        rows, and any already queued, take the checked path one record at a time. `seen`:
+        the IDs of the entry's earlier rows."""
         proto, rows = group.proto, group.rows
+        ids = list(map(_id_of, rows))
+        unique = set(ids)
+        if (
+            len(unique) != len(ids)
+            or not seen.isdisjoint(unique)
+            or not self._queued_allocs.keys().isdisjoint(unique)
+        ):
+            seen |= unique
+            for alloc in group.expand():
+                self._upsert_alloc(alloc, index)
+            return
+        seen |= unique
         key = (proto.namespace, proto.job_id)
         if not proto.terminal():  # statuses are shared by the group
             resources = proto.allocated_resources
@@ -286,7 +303,7 @@ class JobScopedStore(StateStore):
             self._live_allocs[key] = self._live_allocs.get(key, 0) + len(rows)
         # What a client report needs to know of a queued allocation (its job, its status)
         # is in the group's prototype.
-        self._queued_allocs.update(zip(map(_id_of, rows), repeat(proto)))
+        self._queued_allocs.update(zip(ids, repeat(proto)))
         self._queued_new[key] = self._queued_new.get(key, 0) + len(rows)
         self._enqueue(key, (group, index))
         self._dirty.setdefault(key, False)

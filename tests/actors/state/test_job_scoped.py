@@ -140,14 +140,16 @@ def test_job_scoped_replica_answers_as_the_eager_one(ops: list[tuple[Any, ...]])
         c.commit(UpsertJob(Job(id=job, name=job)))
     for op in ops:
         if op[0] == "upsert":
-            batch: dict[str, Allocation] = {}  # one record per allocation in an entry
+            # An ID may come twice in one entry: the leader stamps both as new, and the
+            # second updates the first.
+            batch: list[Allocation] = []
             for aid, job, node, cpu, desired, client in op[1]:
-                owner = c.leader.alloc(aid)
+                owner = c.leader.alloc(aid) or next((a for a in batch if a.id == aid), None)
                 job = owner.job_id if owner is not None else job  # an allocation keeps its job
-                batch[aid] = make_alloc(
-                    aid, job, node, cpu, desired_status=desired, client_status=client
+                batch.append(
+                    make_alloc(aid, job, node, cpu, desired_status=desired, client_status=client)
                 )
-            c.commit(UpsertAllocs(tuple(batch.values())))
+            c.commit(UpsertAllocs(tuple(batch)))
         elif op[0] == "client":
             updates = tuple(AllocClientUpdate(aid, status, "", 5) for aid, status in op[1])
             c.commit(UpdateAllocsClientStatus(updates))

@@ -136,6 +136,9 @@ class EvalContext:
         # drop their "exhausted" marks for exactly those nodes.
         self.free_generation = 0
         self.freed_at: dict[str, int] = {}
+        # The generation at which every node may have freed room (a rebase onto a fresher
+        # state): stacks then drop all their marks.
+        self.all_freed_at = 0
         # task group -> node id -> proposed allocations of this job's group there.
         self.group_allocs_on_node: dict[str, dict[str, int]] = defaultdict(dict)
         # node id -> proposed allocations of this job there, all groups.
@@ -253,6 +256,9 @@ class EvalContext:
 
     def rebase(self, state: StateReader) -> None:
         """Read committed state from `state` (newer than the one this context began on)
-        from now on; loads already proposed must have been moved by the caller."""
+        from now on; loads already proposed must have been moved by the caller. Any node
+        may have room again there, so stacks forget which ones they found full."""
         self.state = state
         self.usage_lookup = state.node_usage_lookup()
+        self.free_generation += 1
+        self.all_freed_at = self.free_generation

@@ -16,8 +16,14 @@ scheduler asks its planner for a fresher state (planner.RefreshingPlanner) and:
 The leader still re-checks every node: this only avoids sending what it would reject. The
 plan is left to the leader, unchanged, whenever the move cannot be exact and cheap: nodes
 registered, drained or gone since (the stacks' node rings would be stale), device claims,
-property-based placement (distinct_property, spread: their counts are per value), and full
-nodes where the plan also stops, updates or replaces something.
+property-based placement (distinct_property, spread: their counts are per value), nodes
+whose usage moved where the plan also stops something (the stopped allocation may have
+ended meanwhile and be released in the fresher usage already: moving the load would release
+it twice), and full nodes where the plan also updates something in place.
+
+After a rebase every stack forgets which nodes it found full: any of them may have room in
+the fresher state, and a placement that then finds no node really has none there (its
+blocked evaluation is stamped with the fresher index, and only later changes wake it).
 """
 
 from __future__ import annotations
@@ -58,6 +64,10 @@ def plan_rebase(
             continue
         if before.device_ids or after.device_ids or load.device_ids:
             return None
+        if node_id in plan.node_update:
+            # What the plan stops there may have ended meanwhile: the fresher usage already
+            # lacks it, and moving the load would release it a second time.
+            return None
         node = fresh.node(node_id)
         if node is None:
             return None
@@ -70,9 +80,7 @@ def plan_rebase(
             and load.disk_mb + after.disk_mb - before.disk_mb <= cap.disk_mb - reserved.disk_mb
         ):
             continue
-        if node_id in plan.node_update or any(
-            a.id not in redoable for a in plan.node_allocation.get(node_id, ())
-        ):
+        if any(a.id not in redoable for a in plan.node_allocation.get(node_id, ())):
             return None
         full.append(node_id)
     return Rebase(moved, full)

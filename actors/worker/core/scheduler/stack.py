@@ -292,7 +292,9 @@ class GroupStack:
     def _forget_exhaustion(self) -> None:
         ring, since = self.ring, self.synced_generation
         freed_at = self.ctx.freed_at
-        if ring is not None:
+        if self.ctx.all_freed_at > since:
+            self.exhausted.clear()
+        elif ring is not None:
             for position in [p for p in self.exhausted if freed_at.get(ring[p][0].id, 0) > since]:
                 del self.exhausted[position]
         self.synced_generation = self.ctx.free_generation

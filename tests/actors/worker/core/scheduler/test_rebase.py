@@ -11,8 +11,13 @@ from actors.state import StateReader, StateStore
 from actors.worker.core.scheduler import new_scheduler
 from actors.worker.core.scheduler.phases import PhaseLog
 from actors.worker.core.scheduler.planner import RefreshingPlanner
-from contracts import EvalStatus
-from contracts.state_log import UpsertAllocs, UpsertNodes
+from contracts import AllocatedResources, ClientStatus, EvalStatus
+from contracts.state_log import (
+    AllocClientUpdate,
+    UpdateAllocsClientStatus,
+    UpsertAllocs,
+    UpsertNodes,
+)
 
 NODES = 10
 
@@ -134,3 +139,106 @@ def test_nothing_committed_meanwhile_leaves_the_plan_alone(h: Any, build: Any) -
     assert not any(p.name == "rebase" for p in scheduler.phases.phases)
     assert len(planner.plans) == 1 and not planner.results[0].rejected_nodes
     assert len(h.live_allocs(job)) == 20
+
+
+class Meanwhile(InProcessPlanner):
+    """Commits `changes` (a callable) the first time the scheduler asks for a fresher state."""
+
+    def __init__(self, store: StateStore, changes: Any) -> None:
+        super().__init__(store)
+        self.changes = changes
+        self.asked = 0
+
+    def fresher_state(self, since_index: int) -> StateReader | None:
+        self.asked += 1
+        if self.asked == 1:
+            self.changes(self.store)
+        return self.store.snapshot() if self.store.latest_index() > since_index else None
+
+
+def test_a_node_that_was_full_but_has_room_in_the_fresher_state_takes_a_placement_again(
+    h: Any, build: Any
+) -> None:
+    """C was full (the stacks marked it so); meanwhile its allocation completed and B took
+    more. The placement taken back from B goes to C, not to a blocked evaluation."""
+    h.add_nodes(*(build.node(n, cpu=4000, memory_mb=8192) for n in "ABC"))
+    other, _ = h.register(build.job("other", build.group("o", 4, cpu=1000)))
+    shape = {n: AllocatedResources(cpu=c, memory_mb=256) for n, c in (("A", 2000), ("B", 2000))}
+    h.add_allocs(
+        *(
+            build.alloc(other, n, i, alloc_id=f"o-{n}", allocated_resources=r)
+            for i, (n, r) in enumerate(shape.items())
+        ),
+        build.alloc(
+            other, "C", 2, alloc_id="o-C", allocated_resources=AllocatedResources(cpu=4000)
+        ),
+    )
+    job, evaluation = h.register(build.job("web", build.group("web", 2, cpu=2000)))
+
+    def meanwhile(store: StateStore) -> None:
+        store.commit(
+            UpdateAllocsClientStatus((AllocClientUpdate("o-C", ClientStatus.COMPLETE, "", 1),))
+        )
+        more = build.alloc(
+            other, "B", 3, alloc_id="o-B2", allocated_resources=AllocatedResources(cpu=1000)
+        )
+        store.commit(UpsertAllocs((more,)))
+
+    planner = Meanwhile(h.store, meanwhile)
+    scheduler = schedule(h, evaluation, planner, build)
+    assert scheduler.rebases == 1
+    assert len(planner.plans) == 1 and not planner.results[0].rejected_nodes
+    assert sorted(a.node_id for a in h.live_allocs(job)) == ["A", "C"]
+    assert not planner.created_evals  # nothing blocked
+    build.assert_eval(planner, EvalStatus.COMPLETE)
+
+
+def test_no_rebase_where_the_plan_stops_something_on_a_node_that_moved(h: Any, build: Any) -> None:
+    """The allocation the plan stops on A completed meanwhile: the fresher usage already
+    released it, so moving A's load would release it twice. The plan goes as it is."""
+    h.add_nodes(
+        build.node("A", cpu=4000, memory_mb=8192), build.node("B", cpu=4000, memory_mb=8192)
+    )
+    other, _ = h.register(build.job("other", build.group("o", 4, cpu=1000)))
+    h.add_allocs(
+        build.alloc(
+            other, "A", 0, alloc_id="o-A", allocated_resources=AllocatedResources(cpu=1000)
+        ),
+        build.alloc(
+            other, "B", 1, alloc_id="o-B", allocated_resources=AllocatedResources(cpu=2000)
+        ),
+    )
+    old, _ = h.register(build.job("web", build.group("old", 1, cpu=1000)))
+    h.add_allocs(build.alloc(old, "A", 0, alloc_id="X"))
+    _, evaluation = h.register(build.job("web", build.group("new", 1, cpu=2000)))  # X stops
+
+    def meanwhile(store: StateStore) -> None:
+        store.commit(
+            UpdateAllocsClientStatus((AllocClientUpdate("X", ClientStatus.COMPLETE, "", 1),))
+        )
+        store.commit(
+            UpsertAllocs(
+                (
+                    build.alloc(
+                        other,
+                        "A",
+                        2,
+                        alloc_id="o-A2",
+                        allocated_resources=AllocatedResources(cpu=1500),
+                    ),
+                    build.alloc(
+                        other,
+                        "B",
+                        3,
+                        alloc_id="o-B2",
+                        allocated_resources=AllocatedResources(cpu=1000),
+                    ),
+                )
+            )
+        )
+
+    planner = Meanwhile(h.store, meanwhile)
+    scheduler = schedule(h, evaluation, planner, build)
+    assert planner.asked >= 1 and scheduler.rebases == 0
+    first = planner.plans[0]
+    assert "X" in {a.id for allocs in first.node_update.values() for a in allocs}
