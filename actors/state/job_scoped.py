@@ -142,6 +142,10 @@ class JobScopedStore(StateStore):
     def queued_jobs(self) -> int:
         return len(self._queued)
 
+    def unfiled_allocations(self) -> int:
+        """New allocations applied (usage counted) whose records are not filed yet."""
+        return len(self._queued_allocs)
+
     # -- settling ---------------------------------------------------------------------------
 
     def settle_job(self, namespace: str, job_id: str) -> None:

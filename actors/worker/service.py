@@ -66,8 +66,11 @@ IDLE_BLOCK_MS = 50
 IDLE_SETTLE_ITEMS = 5_000
 # Filing waits until no delivery came for this long: a gap between deliveries in a burst is
 # not idle time (the CPU it would take belongs to the leader and the other workers), and a
-# job's queued records are filed anyway when it is next evaluated.
+# job's queued records are filed anyway when it is next evaluated...
 IDLE_SETTLE_QUIET_S = 1.0
+# ... unless this many allocations wait unfiled: under a steady stream of deliveries the
+# queues of jobs nobody evaluates again would otherwise grow without bound.
+IDLE_SETTLE_BACKLOG = 250_000
 # Answers read but not waited for, kept until asked for (bounded: one per timed-out wait).
 KEPT_REPLIES = 1_000
 # Deliveries a worker holds at once: the one it schedules, and the previous one whose ack
@@ -306,7 +309,8 @@ class WorkerService:
                     # Idle: ack what is in flight; once quiet, file some of the allocations
                     # queued per job, so that a later evaluation has less to settle.
                     self.finish_unacked()
-                    if time.monotonic() - self._last_delivery >= IDLE_SETTLE_QUIET_S:
+                    quiet = time.monotonic() - self._last_delivery >= IDLE_SETTLE_QUIET_S
+                    if quiet or self.store.unfiled_allocations() > IDLE_SETTLE_BACKLOG:
                         self.store.settle_some(IDLE_SETTLE_ITEMS)
                     when_idle()
             except redis.ConnectionError:

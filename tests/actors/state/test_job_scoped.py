@@ -177,11 +177,12 @@ def test_running_reports_and_new_allocations_wait_for_their_job() -> None:
         )
     )
     assert c.scoped.queued_jobs() == 1  # nothing filed yet, usage already counted
+    assert c.scoped.unfiled_allocations() == 6
     assert_same_everywhere(c.eager, c.scoped)
     allocs = c.scoped.snapshot_for_job("default", "web").allocs_by_job("default", "web")
     assert [a.client_status for a in allocs] == [ClientStatus.RUNNING] * 6
     assert allocs == c.eager.allocs_by_job("default", "web")  # same records, same indexes
-    assert c.scoped.queued_jobs() == 0
+    assert c.scoped.queued_jobs() == 0 and c.scoped.unfiled_allocations() == 0
 
     # A terminal report settles the job first, then leaves the live set at once.
     c.commit(UpsertAllocs((make_alloc("b0", "web", "n1"),)))
