@@ -2,7 +2,9 @@
 talks to the leader through streams.
 
     deliveries --(EvalDelivery)--> worker: wait until the replica reaches the wait index,
-        run the scheduler; each plan goes to the leader's stream and the worker waits on its
+        run the scheduler; just before a plan goes, the replica catches up and the plan moves
+        off nodes that filled up meanwhile (StreamPlanner.fresher_state, scheduler/rebase.py);
+        each plan goes to the leader's stream and the worker waits on its
         own reply stream; a partial commit makes it wait for the refresh index and retry
         (the scheduler's retry loop); the eval's final status is written through the leader,
         fenced by the delivery token; then the broker gets an ack (or a nack on failure).
