@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 from opentelemetry.trace import SpanKind
 
+from actors.runtime.tracing import ActorTracing, evaluation_attributes
 from actors.streams.bus import StreamBus
 from contracts import Evaluation
 from contracts.messages import EvalDelivery
@@ -22,13 +23,9 @@ from observability import conventions as c
 from observability.propagation import extract
 
 
-class BrokerTracing:
+class BrokerTracing(ActorTracing):
     def __init__(self, telemetry: Telemetry, deliveries_stream: str) -> None:
-        self.telemetry = telemetry
-        self.enabled = telemetry.enabled
-        self.tracer = telemetry.tracer
-        self.metrics = telemetry.metrics
-        self.stream = deliveries_stream
+        super().__init__(telemetry, deliveries_stream)
         # eval id -> (root traceparent, enqueued at, trigger); dropped when the eval is acked.
         self.evals: dict[str, tuple[str, float, str]] = {}
         self._unregister: Callable[[], None] | None = None
@@ -59,17 +56,7 @@ class BrokerTracing:
         ev = delivery.eval
         root = self.evals.get(ev.id, ("", 0.0, ""))[0]
         attributes = c.messaging_attributes(self.stream, c.OP_SEND, operation_name="xadd")
-        attributes.update(
-            c.eval_attributes(
-                ev.id,
-                job_id=ev.job_id,
-                namespace=ev.namespace,
-                trigger=str(ev.triggered_by),
-                scheduler_type=ev.type,
-                priority=ev.priority,
-                delivery=deliveries,
-            )
-        )
+        attributes.update(evaluation_attributes(ev, delivery=deliveries))
         span = self.tracer.start_span(
             c.span_name(c.OP_SEND, self.stream),
             context=extract({"traceparent": root} if root else {}),

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from opentelemetry.trace import INVALID_SPAN, Link, Span, SpanContext, SpanKind
 
 from actors.leader.core.conflicts import CapacityLedger, CommittedPlan, Rejection, rejections
+from actors.runtime.tracing import ActorTracing, evaluation_attributes
 from actors.state import StateReader
 from contracts import EvalStatus, Evaluation, PlanResult
 from contracts.messages import LeaderRequest, PlanSubmission
@@ -43,13 +44,9 @@ def _new_evals(changes: Sequence[StateChange], state: StateReader) -> list[Evalu
     return evals
 
 
-class LeaderTracing:
+class LeaderTracing(ActorTracing):
     def __init__(self, telemetry: Telemetry, requests_stream: str) -> None:
-        self.telemetry = telemetry
-        self.enabled = telemetry.enabled
-        self.tracer = telemetry.tracer
-        self.metrics = telemetry.metrics
-        self.stream = requests_stream
+        super().__init__(telemetry, requests_stream)
         self.ledger = CapacityLedger()
         # plan id -> the span context of its plan.apply, so that a plan rejected because of
         # it links to it (conflicting plans are linked to each other); bounded FIFO.
@@ -108,14 +105,7 @@ class LeaderTracing:
                 c.SPAN_EVAL_ENQUEUE,
                 context=extract({}),  # a new trace: one per evaluation
                 kind=SpanKind.PRODUCER,
-                attributes=c.eval_attributes(
-                    ev.id,
-                    job_id=ev.job_id,
-                    namespace=ev.namespace,
-                    trigger=str(ev.triggered_by),
-                    scheduler_type=ev.type,
-                    priority=ev.priority,
-                ),
+                attributes=evaluation_attributes(ev),
                 links=[link] if link is not None else None,
             )
             root.end()

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from opentelemetry import trace as otel
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
 
+from actors.runtime.tracing import ActorTracing, evaluation_attributes
 from actors.worker.core.scheduler.phases import PhaseLog
 from contracts import Plan, PlanResult
 from contracts.messages import AckOutcome, EvalDelivery
@@ -31,13 +32,9 @@ _PHASE_SPANS = {
 }
 
 
-class WorkerTracing:
+class WorkerTracing(ActorTracing):
     def __init__(self, telemetry: Telemetry, deliveries_stream: str, group: str) -> None:
-        self.telemetry = telemetry
-        self.enabled = telemetry.enabled
-        self.tracer = telemetry.tracer
-        self.metrics = telemetry.metrics
-        self.stream = deliveries_stream
+        super().__init__(telemetry, deliveries_stream)
         self.group = group
 
     @contextmanager
@@ -54,14 +51,7 @@ class WorkerTracing:
             ),
             self.tracer.start_as_current_span(
                 c.SPAN_EVAL_SCHEDULE,
-                attributes=c.eval_attributes(
-                    ev.id,
-                    job_id=ev.job_id,
-                    namespace=ev.namespace,
-                    trigger=str(ev.triggered_by),
-                    scheduler_type=ev.type,
-                    priority=ev.priority,
-                ),
+                attributes=evaluation_attributes(ev),
             ) as span,
         ):
             yield span

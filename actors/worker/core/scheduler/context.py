@@ -173,8 +173,12 @@ class EvalContext:
     def stop(self, alloc: Allocation, stopped: Allocation) -> None:
         """Record a stop (or eviction) of `alloc`; `stopped` is its new record."""
         self.plan.node_update[alloc.node_id].append(stopped)
-        if alloc.terminal():
-            return
+        if not alloc.terminal():
+            self._release(alloc)
+
+    def _release(self, alloc: Allocation) -> None:
+        """Take a live allocation's resources and counts off its node's proposed load (a
+        stop, or a placement taken back); stacks forget that the node was full."""
         self.free_generation += 1
         self.freed_at[alloc.node_id] = self.free_generation
         self._track_property_sets(alloc, -1)
@@ -239,19 +243,8 @@ class EvalContext:
         """Remove the placements this plan made on `node_id` (new ones only: the caller
         checked) and release what they charged to its load; returns them."""
         placed = self.plan.node_allocation.pop(node_id, [])
-        load = self.load(node_id)
         for alloc in placed:
-            res = alloc.allocated_resources
-            load.cpu -= res.cpu
-            load.memory_mb -= res.memory_mb
-            load.disk_mb -= res.disk_mb
-            for device in res.devices:
-                load.free_devices(device.device_ids)
-            self._count(alloc.task_group, node_id, -1)
-            self._track_property_sets(alloc, -1)
-        # Stacks forget that the node was full (see GroupStack._forget_exhaustion).
-        self.free_generation += 1
-        self.freed_at[node_id] = self.free_generation
+            self._release(alloc)
         return placed
 
     def rebase(self, state: StateReader) -> None:
