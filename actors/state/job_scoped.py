@@ -27,7 +27,7 @@ everything first and is complete.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from itertools import repeat
 from operator import itemgetter
 from typing import Any
@@ -187,19 +187,11 @@ class JobScopedStore(StateStore):
     def _file_rows(self, group: AllocRows, index: int) -> None:
         """Store a queued group's records; one index write per node and one for the job."""
         queued_allocs, allocs = self._queued_allocs, self._allocs
-        by_node: dict[str, list[str]] = {}
-        for alloc in group.expand():
-            alloc = stamped_alloc(alloc, None, index)
+        records = [stamped_alloc(alloc, None, index) for alloc in group.expand()]
+        for alloc in records:
             del queued_allocs[alloc.id]
             allocs.set(alloc.id, alloc)
-            node_ids = by_node.get(alloc.node_id)
-            if node_ids is None:
-                node_ids = by_node[alloc.node_id] = []
-            node_ids.append(alloc.id)
-        for node_id, ids in by_node.items():
-            self._allocs_by_node.add_many(node_id, ids)
-        proto = group.proto
-        self._allocs_by_job.add_many((proto.namespace, proto.job_id), map(_id_of, group.rows))
+        self._index_members(records)
 
     def _file_alloc(self, alloc: Allocation) -> None:
         """Store a queued new allocation: its usage and counters were applied when queued."""
@@ -321,9 +313,15 @@ class JobScopedStore(StateStore):
     # -- applying: client reports -----------------------------------------------------------
 
     def _apply_client_updates(self, change: UpdateAllocsClientStatus, index: int) -> None:
+        if self._apply_reports(change.updates, index):
+            self._touch("allocs", index)
+
+    def _apply_reports(self, updates: Iterable[AllocClientUpdate], index: int) -> bool:
+        """Queue non-terminal reports under their job, apply the others now; False if no
+        report was about a known allocation."""
         touched = False
-        for update in change.updates:
-            alloc = self._queued_allocs.get(update.alloc_id) or self._allocs.get(update.alloc_id)
+        for update in updates:
+            alloc = self._known(update.alloc_id)
             if alloc is None:
                 continue  # unknown allocation: ignored, as by the eager store
             touched = True
@@ -331,24 +329,24 @@ class JobScopedStore(StateStore):
                 self._report_now(alloc, update, index)
             else:
                 self._enqueue((alloc.namespace, alloc.job_id), (update, index))
-        if touched:
-            self._touch("allocs", index)
+        return touched
+
+    def _known(self, alloc_id: str) -> Allocation | None:
+        """A known allocation's record, or its queued group's prototype (same job and
+        statuses); None if unknown."""
+        return self._queued_allocs.get(alloc_id) or self._allocs.get(alloc_id)
 
     def _apply_client_rows(self, change: UpdateClientStatusRows, index: int) -> None:
         """The compact form: a run's reports are queued per job as one item each."""
         touched = False
-        queued_allocs, allocs = self._queued_allocs, self._allocs
+        known = self._known
         for group in change.groups:
             if group.proto.client_status in CLIENT_TERMINAL:
-                for update in group.expand():
-                    alloc = queued_allocs.get(update.alloc_id) or allocs.get(update.alloc_id)
-                    if alloc is not None:
-                        touched = True
-                        self._report_now(alloc, update, index)
+                touched = self._apply_reports(group.expand(), index) or touched
                 continue
             by_job: dict[JobKey, list[list[str]]] = {}
             for row in group.rows:
-                alloc = queued_allocs.get(row[0]) or allocs.get(row[0])
+                alloc = known(row[0])
                 if alloc is None:
                     continue  # unknown allocation: ignored, as by the eager store
                 touched = True

@@ -510,23 +510,15 @@ class StateStore(TableReader):
         """Index new records (already stored) as `_write_alloc` would one by one, a plan's
         worth at a time: each node's and each job's member set is written once, and usage
         once per node and shape."""
-        by_node: dict[str, list[str]] = {}
-        by_job: dict[JobKey, list[str]] = {}
+        self._index_members(placed)
         # id(resources) -> (resources, node -> live allocations): a plan's placements of
         # one group share their resources record.
         shapes: dict[int, tuple[AllocatedResources, dict[str, int]]] = {}
         live: dict[JobKey, int] = {}
         usage = self._usage_table
         for alloc in placed:
-            node_ids = by_node.get(alloc.node_id)
-            if node_ids is None:
-                node_ids = by_node[alloc.node_id] = []
-            node_ids.append(alloc.id)
             key = (alloc.namespace, alloc.job_id)
-            job_ids = by_job.get(key)
-            if job_ids is None:
-                job_ids = by_job[key] = []
-            job_ids.append(alloc.id)
+            self._dirty.setdefault(key, False)
             if alloc.terminal():
                 continue
             live[key] = live.get(key, 0) + 1
@@ -539,16 +531,31 @@ class StateStore(TableReader):
                 shape = shapes[id(res)] = (res, {})
             per_node = shape[1]
             per_node[alloc.node_id] = per_node.get(alloc.node_id, 0) + 1
-        for node_id, ids in by_node.items():
-            self._allocs_by_node.add_many(node_id, ids)
         for res, per_node in shapes.values():
             usage.add_many(res, per_node)
-        for key, ids in by_job.items():
-            self._allocs_by_job.add_many(key, ids)
-            self._dirty.setdefault(key, False)
         live_allocs = self._live_allocs
         for key, n in live.items():
             live_allocs[key] = live_allocs.get(key, 0) + n
+
+    def _index_members(self, records: list[Allocation]) -> None:
+        """Add new records to the by-node and by-job indexes, in order: each node's and
+        each job's member set is written once."""
+        by_node: dict[str, list[str]] = {}
+        by_job: dict[JobKey, list[str]] = {}
+        for alloc in records:
+            node_ids = by_node.get(alloc.node_id)
+            if node_ids is None:
+                node_ids = by_node[alloc.node_id] = []
+            node_ids.append(alloc.id)
+            key = (alloc.namespace, alloc.job_id)
+            job_ids = by_job.get(key)
+            if job_ids is None:
+                job_ids = by_job[key] = []
+            job_ids.append(alloc.id)
+        for node_id, ids in by_node.items():
+            self._allocs_by_node.add_many(node_id, ids)
+        for key, ids in by_job.items():
+            self._allocs_by_job.add_many(key, ids)
 
     def _apply_alloc_rows(self, change: UpsertAllocRows, index: int) -> None:
         """The compact form (decode_entry's `compact`): this store builds every record."""
