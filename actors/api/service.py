@@ -44,14 +44,13 @@ class ApiService:
         send: Callable[[LeaderRequest], LeaderResponse],
         *,
         acl_enabled: bool = False,
-        leader_address: str = "127.0.0.1:4647",
         fleet_manager: FleetManager | None = None,
     ) -> None:
         self.client = client
         self.names = names
         self.send = send
         self.acl_enabled = acl_enabled
-        self._leader_address = leader_address
+        self._advertised = ""
         self.fleet_manager = fleet_manager
         self.replica = LogReplica(client, names)
         self._stop = threading.Event()
@@ -87,8 +86,15 @@ class ApiService:
             self.replica.wait_for(response.index, WRITE_VISIBLE_TIMEOUT_S)
         return response
 
+    def advertise(self, address: str) -> None:
+        """Set the host:port the HTTP server serving this API is bound to: what
+        /v1/status/leader and /peers answer (drover's single leader is reached through it)."""
+        self._advertised = address
+
     def leader_address(self) -> str:
-        return self._leader_address
+        """The advertised address; "" until the server is bound (Nomad's answer when there
+        is no leader)."""
+        return self._advertised
 
     # -- ACL -------------------------------------------------------------------------------------
 

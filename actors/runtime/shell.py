@@ -13,6 +13,11 @@ from typing import Any, Protocol
 
 from actors.process_settings import pace_heap
 from observability import Telemetry, configure
+from observability.safe_export import ExportStats
+
+STOP_JOIN_S = 5.0
+"""How long shutdown waits for the service loop (which checks its stop event every few
+hundred milliseconds at most) before flushing telemetry anyway."""
 
 
 class Service(Protocol):
@@ -50,12 +55,19 @@ class ServiceShell:
         stats = self.service.stats
         return dict(stats) if isinstance(stats, dict) else dict(vars(stats))
 
-    def shutdown(self) -> None:
-        """Stop the loop, then flush what the actor recorded (spans, metrics)."""
+    def shutdown(self) -> dict[str, ExportStats]:
+        """Stop the loop, then flush what the actor recorded (spans, metrics) under the short
+        shutdown export deadline. Returns the exporters' failure counts, read after that last
+        flush (the caller kills the actor next, and its counters with it)."""
         self._stop.set()
-        self._thread.join(timeout=10)
+        self._thread.join(timeout=STOP_JOIN_S)
         if self.telemetry is not None:
             self.telemetry.shutdown()
+        return self.telemetry_stats()
+
+    def telemetry_stats(self) -> dict[str, ExportStats]:
+        """Failure accounting of the actor's exporters by signal ("spans", "metrics")."""
+        return self.telemetry.export_stats() if self.telemetry is not None else {}
 
     def flush_telemetry(self) -> bool:
         return self.telemetry.flush() if self.telemetry is not None else True

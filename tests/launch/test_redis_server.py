@@ -3,13 +3,21 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 import redis
 
 from actors.streams import StreamBus, connect
 from launch.redis_server import EmbeddedRedis, RedisAlreadyRunning, RedisServerError
+
+PROJECT_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 @pytest.fixture
@@ -98,3 +106,93 @@ def test_stop_terminates_a_server_that_refuses_shutdown(data_dir: Path) -> None:
         client.ping()
     with EmbeddedRedis(data_dir) as again:  # SIGTERM is a clean shutdown: AOF kept
         assert connect(again.url).get("k") == b"v"
+
+
+# -- the server is tied to the process that started it --------------------------------------------
+
+HOLDER = """
+import sys
+from pathlib import Path
+from launch.redis_server import EmbeddedRedis
+
+server = EmbeddedRedis(Path(sys.argv[1]), appendonly=False).start()
+print(server.pid, flush=True)
+sys.stdin.read()  # hold the server until killed
+"""
+
+
+def gone(pid: int) -> bool:
+    """No such process, or only its zombie (whoever inherited it has not reaped it yet)."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def answers(socket_path: Path) -> bool:
+    client = redis.Redis(
+        unix_socket_path=str(socket_path), socket_connect_timeout=2, socket_timeout=2
+    )
+    try:
+        return bool(client.ping())
+    except (redis.RedisError, OSError):
+        return False
+    finally:
+        client.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs prctl(PR_SET_PDEATHSIG)")
+def test_the_server_dies_with_a_parent_killed_by_sigkill(data_dir: Path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(data_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=PROJECT_ROOT,
+        env={**os.environ, "PYTHONPATH": PROJECT_ROOT},
+    )
+    assert holder.stdout is not None
+    pid = int(holder.stdout.readline())
+    try:
+        assert answers(data_dir / "redis.sock")
+        holder.kill()  # SIGKILL: no atexit, no finally, no stop()
+        holder.wait(30)
+        assert wait_until(lambda: gone(pid)), f"redis-server {pid} outlived its parent"
+        assert not answers(data_dir / "redis.sock")
+    finally:
+        if not gone(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs prctl(PR_SET_PDEATHSIG)")
+def test_a_server_started_by_a_short_lived_thread_outlives_the_thread(data_dir: Path) -> None:
+    """The parent-death signal fires when the thread that forked exits: servers are forked by
+    a thread that lives as long as the process, whichever thread asks."""
+    started: list[EmbeddedRedis] = []
+    native_ids: list[int] = []
+
+    def start() -> None:
+        native_ids.append(threading.get_native_id())
+        started.append(EmbeddedRedis(data_dir, appendonly=False).start())
+
+    thread = threading.Thread(target=start)
+    thread.start()
+    thread.join()
+    (server,) = started
+    try:
+        # The OS thread is gone once its task leaves /proc: any signal its exit sends is sent.
+        task = Path(f"/proc/self/task/{native_ids[0]}")
+        assert wait_until(lambda: not task.exists())
+        assert answers(server.socket_path)  # a pending SIGTERM runs its handler before this
+        assert server.running
+        assert "SIGTERM" not in server.log_path.read_text(errors="replace")
+    finally:
+        server.stop()

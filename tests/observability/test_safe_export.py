@@ -3,7 +3,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -15,7 +15,7 @@ from opentelemetry.sdk.metrics.export import (
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
-from observability.safe_export import SafeMetricExporter, SafeSpanExporter
+from observability.safe_export import ExportStats, SafeMetricExporter, SafeSpanExporter
 from observability.telemetry import configure
 
 
@@ -35,14 +35,45 @@ class RaisingSpanExporter(SpanExporter):
 
 
 class HangingSpanExporter(SpanExporter):
+    """Each export hangs until released (a collector that accepts and never answers)."""
+
     def __init__(self) -> None:
         self.release = threading.Event()
+        self.entered = threading.Event()
         self.calls = 0
+        self.returned = 0
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         self.calls += 1
-        self.release.wait(10)
+        self.entered.set()
+        self.release.wait(60)
+        self.returned += 1
         return SpanExportResult.SUCCESS
+
+
+class RetryingSpanExporter(SpanExporter):
+    """Like OTLP's: an export retries until its own deadline, and only shutdown aborts it."""
+
+    def __init__(self) -> None:
+        self.shut = threading.Event()
+        self.aborted = threading.Event()
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        if self.shut.wait(60):
+            self.aborted.set()
+        return SpanExportResult.FAILURE
+
+    def shutdown(self) -> None:
+        self.shut.set()
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 class FlakySpanExporter(SpanExporter):
@@ -91,19 +122,50 @@ def test_a_raising_exporter_never_reaches_the_caller(caplog: pytest.LogCaptureFi
 def test_a_hanging_exporter_is_cut_off_and_later_batches_dropped() -> None:
     inner = HangingSpanExporter()
     safe = SafeSpanExporter(inner, timeout_s=0.2)
-    started = time.monotonic()
     assert safe.export([]) is SpanExportResult.FAILURE
-    assert 0.15 < time.monotonic() - started < 2
-    started = time.monotonic()
-    assert safe.export([]) is SpanExportResult.FAILURE  # still stuck: dropped at once
-    assert time.monotonic() - started < 0.1
+    assert (inner.calls, inner.returned) == (1, 0)  # abandoned at the deadline, not waited out
+    assert safe.stuck
+    assert safe.export([]) is SpanExportResult.FAILURE  # still stuck: dropped, never tried
     assert (inner.calls, safe.failures, safe.dropped) == (1, 2, 1)
     assert safe.last_error == "timed out after 0.2s"
+    assert safe.stats() == ExportStats(2, 1, "timed out after 0.2s", stuck=True)
     inner.release.set()
-    time.sleep(0.05)
+    assert wait_until(lambda: not safe.stuck)
     assert safe.export([]) is SpanExportResult.SUCCESS  # recovered
-    assert inner.calls == 2
+    assert (inner.calls, inner.returned) == (2, 2)
     safe.shutdown()
+
+
+def test_a_shortened_deadline_cuts_off_an_export_already_waiting() -> None:
+    """Shutdown shortens the deadline while the batch processor may already be waiting on an
+    export under the long one: that wait ends at the short deadline too."""
+    inner = HangingSpanExporter()
+    safe = SafeSpanExporter(inner, timeout_s=60.0)
+    results: list[SpanExportResult] = []
+    caller = threading.Thread(target=lambda: results.append(safe.export([])))
+    caller.start()
+    assert inner.entered.wait(30)
+    safe.limit_timeout(0.2)
+    caller.join(30)
+    assert not caller.is_alive() and results == [SpanExportResult.FAILURE]
+    assert inner.returned == 0 and safe.last_error == "timed out after 0.2s"
+    safe.limit_timeout(5.0)  # a deadline is only ever shortened
+    assert safe.stats().failures == 1
+    inner.release.set()
+    safe.shutdown()
+
+
+def test_shutdown_reaches_the_inner_exporter_past_a_stuck_export() -> None:
+    """Queued behind the stuck export, the inner shutdown would be dropped and the export
+    would go on retrying; it is what aborts that export, so it goes through."""
+    inner = RetryingSpanExporter()
+    safe = SafeSpanExporter(inner, timeout_s=0.2)
+    assert safe.export([]) is SpanExportResult.FAILURE and safe.stuck
+    safe.shutdown()
+    assert inner.shut.is_set()
+    assert inner.aborted.wait(30)
+    assert wait_until(lambda: not safe.stuck)
+    assert safe.stats() == ExportStats(1, 0, "timed out after 0.2s", stuck=False)
 
 
 def test_failure_results_are_counted_and_recovery_logged(
@@ -132,4 +194,5 @@ def test_a_raising_metric_exporter_returns_failure() -> None:
     result = safe.export(MetricsData(resource_metrics=[]))
     assert result is MetricExportResult.FAILURE
     assert safe.failures == 1 and safe.last_error == "OSError: disk full"
+    assert safe.stats() == ExportStats(1, 0, "OSError: disk full", stuck=False)
     safe.shutdown()

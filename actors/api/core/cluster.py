@@ -225,11 +225,14 @@ def apply_fleet(call: Call) -> ApiResponse:
 
 
 def leader(call: Call) -> ApiResponse:
+    """The address the leader is reached at: this API's own (see Backend.leader_address)."""
     return ApiResponse(200, call.backend.leader_address())
 
 
 def peers(call: Call) -> ApiResponse:
-    return ApiResponse(200, [call.backend.leader_address()])
+    """One server: the leader. Nomad lists no peer when there is no leader."""
+    address = call.backend.leader_address()
+    return ApiResponse(200, [address] if address else [])
 
 
 def regions(call: Call) -> ApiResponse:

@@ -23,20 +23,25 @@ from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
 
 
 class MemoryBackend:
-    def __init__(self, acl_enabled: bool = False) -> None:
+    def __init__(self, acl_enabled: bool = False, address: str = "127.0.0.1:4646") -> None:
         self.acl_enabled = acl_enabled
+        self.address = address  # where an HTTP server would serve this API
         self.store = StateStore()
         ids = (f"id-{n:04d}" for n in itertools.count())
         self.core = LeaderCore(self.store, now_ns=lambda: 1_000, new_id=lambda: next(ids))
         self.tokens: dict[str, AclToken] = {}
         self.declared: dict[str, FleetSpec] = {}
         self.changed = threading.Condition()
+        self.waits: list[float] = []  # each wait_after's timeout, in the order asked
+        self.waiting = threading.Event()  # set when a blocking read starts waiting
 
     def snapshot(self) -> StateReader:
         return self.store.snapshot()
 
     def wait_after(self, index: int, timeout_s: float) -> None:
         with self.changed:
+            self.waits.append(timeout_s)
+            self.waiting.set()
             self.changed.wait_for(lambda: self.store.latest_index() > index, timeout_s)
 
     def write(self, request: LeaderRequest) -> LeaderResponse:
@@ -55,7 +60,7 @@ class MemoryBackend:
         )
 
     def leader_address(self) -> str:
-        return "127.0.0.1:4647"
+        return self.address
 
     def resolve_token(self, secret_id: str) -> AclToken | None:
         return self.tokens.get(secret_id)

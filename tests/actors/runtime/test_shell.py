@@ -1,0 +1,66 @@
+"""The actor shell without Ray: a service's loop on a thread, stopped by shutdown, which flushes
+the actor's telemetry and answers with its exporters' failure accounting (what
+DroverSystem.stop() gathers before it kills the actor)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from actors.process_settings import paced_heap
+from actors.runtime.shell import ServiceShell
+from observability import Telemetry, configure
+from observability.safe_export import ExportStats
+
+
+class CollectorGone(SpanExporter):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        raise ConnectionError("collector gone")
+
+
+class Idle:
+    """A service whose loop only waits for its stop event."""
+
+    def __init__(self) -> None:
+        self.stats = {"starts": 0}
+        self.stopped = threading.Event()
+
+    def start(self) -> None:
+        self.stats["starts"] += 1
+
+    def run(self, stop: threading.Event) -> None:
+        stop.wait()
+        self.stopped.set()
+
+
+class Shell(ServiceShell):
+    def __init__(self, telemetry: Telemetry) -> None:
+        self.telemetry = telemetry
+        self._serve(Idle())
+
+
+@pytest.fixture(autouse=True)
+def plain_heap_afterwards() -> Iterator[None]:
+    with paced_heap():  # _serve paces this process's heap: undone after the test
+        yield
+
+
+def test_shutdown_stops_the_loop_and_answers_the_export_failures() -> None:
+    telemetry = configure("worker", "w1", None, span_exporter=CollectorGone(), env={})
+    shell = Shell(telemetry)
+    assert shell.ready() and shell.stats() == {"starts": 1}
+    with telemetry.tracer.start_as_current_span("lost"):
+        pass
+    answered = shell.shutdown()
+    assert shell.service.stopped.is_set() and not shell.ready()
+    assert answered == {"spans": ExportStats(1, 0, "ConnectionError: collector gone", False)}
+    assert shell.telemetry_stats() == answered  # still readable once shut down
+
+
+def test_disabled_telemetry_answers_no_exporters() -> None:
+    shell = Shell(Telemetry.disabled("worker", "w2"))
+    assert shell.shutdown() == {} and not shell.ready()

@@ -1,0 +1,121 @@
+"""Stopping a whole system (real Ray actors, the embedded Redis): bounded even when the
+telemetry collector is gone, every failure logged with the actor named and the rest still
+stopped, and the API's advertised address real while it serves."""
+
+from __future__ import annotations
+
+import logging
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import ray
+import redis
+
+from actors.agent.core import FleetSpec
+from contracts import Job, Resources, Task, TaskGroup
+from launch.system import DroverSystem, SystemConfig
+
+ACTORS = {"drover-leader", "drover-broker", "drover-worker-0", "drover-agent-sim"}
+
+STOP_BOUND_S = 25.0
+"""stop() with a collector that refuses every export. Before: each actor in turn retried its
+span and metric exports for up to 10 s each (about 40 s for these four actors here); now they
+stop together and each export has SHUTDOWN_EXPORT_TIMEOUT_S (about 3.5 s here). Generous: the
+machine is shared."""
+
+
+def small_job(job_id: str) -> Job:
+    task = Task(name="t", driver="mock", config={"run_for": "1h"}, resources=Resources(cpu=100))
+    return Job(
+        id=job_id,
+        name=job_id,
+        datacenters=("dc1",),
+        task_groups=(TaskGroup("g", 2, tasks=(task,)),),
+    )
+
+
+def config(tmp_path: Path, **overrides: Any) -> SystemConfig:
+    return SystemConfig(
+        data_dir=tmp_path,
+        workers=1,
+        num_cpus=2,
+        fleets=[FleetSpec("sim", 2, 4000, 8192)],
+        **overrides,
+    )
+
+
+def answers(socket_path: Path) -> bool:
+    client = redis.Redis(unix_socket_path=str(socket_path), socket_connect_timeout=2)
+    try:
+        return bool(client.ping())
+    except (redis.RedisError, OSError):
+        return False
+    finally:
+        client.close()
+
+
+def get(address: str, path: str) -> Any:
+    with urllib.request.urlopen(f"http://{address}{path}", timeout=10) as response:
+        return orjson.loads(response.read())
+
+
+def test_stop_is_bounded_with_a_failing_collector_and_counts_the_failures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")  # nothing listens
+    system = DroverSystem(config(tmp_path)).start()
+    try:
+        client = system.client()
+        client.run_job(small_job("traced"))  # spans and metrics in every actor
+        client.wait_for_allocs("traced", count=2, status="running")
+    finally:
+        started = time.monotonic()
+        system.stop()
+        elapsed = time.monotonic() - started
+    assert elapsed < STOP_BOUND_S, f"stop() took {elapsed:.1f}s"
+    # Gathered from each actor as it answered its shutdown, before it was killed.
+    assert set(system.shutdown_telemetry) == ACTORS
+    for name, exports in system.shutdown_telemetry.items():
+        spans = exports["spans"]
+        assert spans.failures >= 1, (name, spans)
+        assert spans.last_error is not None, name
+    assert sum(e["metrics"].failures for e in system.shutdown_telemetry.values()) >= 1
+    assert not ray.is_initialized()
+
+
+def test_stop_logs_each_failure_naming_the_actor_and_stops_the_rest(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    system = DroverSystem(config(tmp_path, tracing=False)).start()
+    assert system.redis is not None
+    socket_path = system.redis.socket_path
+    ray.kill(system.workers[0], no_restart=True)  # its shutdown call can only fail
+    caplog.set_level(logging.WARNING, logger="launch.system")
+    system.stop()
+    failures = [r.getMessage() for r in caplog.records if r.name == "launch.system"]
+    assert any("drover-worker-0" in m and "already gone" in m for m in failures), failures
+    assert set(system.shutdown_telemetry) == ACTORS - {"drover-worker-0"}
+    assert not ray.is_initialized()
+    assert system.redis is None and not answers(socket_path)
+
+
+def test_status_leader_is_the_address_the_api_serves_on(tmp_path: Path) -> None:
+    system = DroverSystem(config(tmp_path, tracing=False, http_addr="127.0.0.1:0")).start()
+    try:
+        served = system.http_address.removeprefix("http://")
+        address = get(served, "/v1/status/leader")
+        assert get(served, "/v1/status/peers") == [address]
+        # A client that follows the advertised address reaches this very API.
+        host, _, port = address.rpartition(":")
+        assert host == "127.0.0.1" and int(port) > 0
+        assert get(address, "/v1/regions") == ["global"]
+        assert any(n["Name"].startswith("sim-") for n in get(address, "/v1/nodes"))
+    finally:
+        system.stop()
+    with pytest.raises(urllib.error.URLError):
+        get(address, "/v1/status/leader")
