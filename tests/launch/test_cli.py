@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
 from pathlib import Path
 
 import orjson
+import psutil
 import pytest
 
 from launch.cli import main
@@ -40,14 +50,7 @@ def test_validate_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str
 
 def test_agent_dev_starts_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     """`drover agent -dev` brings the system up on the embedded defaults, and Ctrl-C stops
-    the actors, Ray and the Redis server it started."""
-    import re
-    import signal
-    import subprocess
-    import sys
-    import time
-    import urllib.request
-
+    the actors, Ray and the Redis server it started: every process it started is gone."""
     data_dir = tmp_path / "dev"
     root = Path(__file__).resolve().parents[2]
     process = subprocess.Popen(
@@ -61,26 +64,47 @@ def test_agent_dev_starts_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
         stderr=subprocess.STDOUT,
         text=True,
     )
+    # Lines are read on a thread, so that an agent that hangs without printing cannot hang
+    # the test past its deadline.
+    lines: queue.Queue[str] = queue.Queue()
+    assert process.stdout is not None
+    reader = threading.Thread(target=lambda: [lines.put(x) for x in process.stdout], daemon=True)
+    reader.start()
     try:
-        assert process.stdout is not None
-        deadline = time.monotonic() + 60
-        lines = []
-        while time.monotonic() < deadline:
-            line = process.stdout.readline()
-            lines.append(line)
-            if "started in" in line or process.poll() is not None:
-                break
-        assert any("drover agent -dev started in" in line for line in lines), "".join(lines)
+        seen: list[str] = []
+        deadline = time.monotonic() + 120
+        while not any("started in" in line for line in seen) and process.poll() is None:
+            remaining = deadline - time.monotonic()
+            assert remaining > 0, "".join(seen)
+            with contextlib.suppress(queue.Empty):
+                seen.append(lines.get(timeout=min(remaining, 1.0)))
+        started = next((line for line in seen if "drover agent -dev started in" in line), None)
+        assert started is not None, "".join(seen)
         assert (data_dir / "redis" / "redis.sock").exists()
-        started = next(line for line in lines if "started in" in line)
+        children = psutil.Process(process.pid).children(recursive=True)
+        names = {child.name() for child in children}
+        assert "redis-server" in names and "raylet" in names, names
         api = re.search(r"API (http://[\d.]+:\d+)", started)
         assert api is not None, started
         with urllib.request.urlopen(api.group(1) + "/v1/status/leader", timeout=10) as reply:
             assert reply.status == 200
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=60) == 0
+        assert process.wait(timeout=120) == 0
         assert not (data_dir / "redis" / "redis.sock").exists()
         assert (data_dir / "redis" / "appendonly.aof").exists()
+        deadline = time.monotonic() + 60
+        left = [c for c in children if _alive(c)]
+        while left and time.monotonic() < deadline:
+            time.sleep(0.1)  # poll: Ray's worker processes exit once their raylet has gone
+            left = [c for c in left if _alive(c)]
+        assert not left, [(c.pid, c.name()) for c in left]
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def _alive(process: psutil.Process) -> bool:
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -7,6 +7,7 @@ peer failures as CLI scenarios: -preserve-counts, Nomad #24957 and `job history`
 
 from __future__ import annotations
 
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -24,6 +25,7 @@ from contracts.jobspec import parse_job_file
 from launch.cli import main as cli
 from launch.system import DroverSystem, SystemConfig
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TOKEN = "0b5c7a9e-4e0b-4a57-9a43-1c1e2d3f4a5b"
 
 
@@ -95,7 +97,7 @@ def test_acl_guards_every_endpoint(system: DroverSystem) -> None:
 
 
 def test_jobs_endpoints_over_http(system: DroverSystem) -> None:
-    job = job_to_nomad(parse_job_file("examples/web.nomad"))
+    job = job_to_nomad(parse_job_file(EXAMPLES / "web.nomad"))
     status, reply, headers = http(system, "POST", "/v1/jobs", {"Job": job})
     assert status == 200 and int(headers["X-Nomad-Index"]) == reply["Index"] > 0
     eval_id = reply["EvalID"]
@@ -121,12 +123,13 @@ def test_jobs_endpoints_over_http(system: DroverSystem) -> None:
     assert scaled[0] == 200
     events = http(system, "GET", "/v1/job/web/scale")[1]["TaskGroups"]["api"]["Events"]
     assert events[0]["Count"] == 3 and events[0]["PreviousCount"] == 2
-    assert len(http(system, "GET", "/v1/scaling/policies")[1]) == 1
+    policies = http(system, "GET", "/v1/scaling/policies")[1]  # other tests' jobs have some too
+    assert [p["Target"]["Group"] for p in policies if p["Target"]["Job"] == "web"] == ["api"]
     stable = http(system, "POST", "/v1/job/web/stable", {"JobVersion": 0, "Stable": True})
     assert stable[0] == 200
     stopped = http(system, "POST", f"/v1/allocation/{alloc_id}/stop", {})
     assert stopped[0] == 200 and stopped[1]["EvalID"]
-    with open("examples/web.nomad", encoding="utf-8") as handle:
+    with open(EXAMPLES / "web.nomad", encoding="utf-8") as handle:
         parsed = http(system, "POST", "/v1/jobs/parse", {"JobHCL": handle.read()})[1]
     assert parsed["ID"] == "web"
     status, reply, _ = http(system, "DELETE", "/v1/job/web?purge=true")
@@ -153,15 +156,17 @@ def test_nodes_and_status_endpoints_over_http(system: DroverSystem) -> None:
     node = http(system, "GET", f"/v1/node/{node_id}")[1]
     assert node["SchedulingEligibility"] == "ineligible"
     http(system, "POST", f"/v1/node/{node_id}/eligibility", {"Eligibility": "eligible"})
-    assert http(system, "GET", "/v1/status/leader")[1].endswith(":4647")
-    assert len(http(system, "GET", "/v1/status/peers")[1]) == 1
+    # The leader is reached through the API that answers (no made-up RPC port).
+    served = system.http_address.removeprefix("http://")
+    assert http(system, "GET", "/v1/status/leader")[1] == served
+    assert http(system, "GET", "/v1/status/peers")[1] == [served]
     assert http(system, "GET", "/v1/regions")[1] == ["global"]
 
 
-def test_bad_input_unknown_ids_and_blocking_queries_over_http(system: DroverSystem) -> None:
+def test_bad_input_and_unknown_ids_over_http(system: DroverSystem) -> None:
     status, message, _ = http(system, "POST", "/v1/jobs", raw=b"{oops")
     assert status == 400 and "invalid JSON" in message
-    job = job_to_nomad(parse_job_file("examples/web.nomad"))
+    job = job_to_nomad(parse_job_file(EXAMPLES / "web.nomad"))
     job["Priority"] = "high"
     status, message, _ = http(system, "POST", "/v1/jobs", {"Job": job})
     assert status == 400 and "Priority" in message and "high" in message
@@ -171,11 +176,34 @@ def test_bad_input_unknown_ids_and_blocking_queries_over_http(system: DroverSyst
     assert http(system, "GET", "/v1/node/ghost")[0] == 404
     status, message, _ = http(system, "POST", "/v1/jobs", raw=b"x" * (9 * 1024 * 1024))
     assert status == 413 and "too large" in message
+
+
+def test_blocking_query_over_http_waits_for_a_change(system: DroverSystem) -> None:
+    """A client follows /v1/jobs with blocking queries until a job registered meanwhile shows
+    up. Every answer must come with an index past the one it waited on: an answer given
+    without waiting (or at the end of the 60 s wait) would repeat it. The timed-out answer
+    itself is covered in tests/actors/api/core/test_api.py, where nothing else writes."""
     _, _, headers = http(system, "GET", "/v1/jobs")
-    index = int(headers["X-Nomad-Index"])
-    started = time.monotonic()
-    _, _, headers = http(system, "GET", f"/v1/jobs?index={index}&wait=1s")
-    assert time.monotonic() - started >= 0.9 and int(headers["X-Nomad-Index"]) == index
+    seen: list[tuple[int, int]] = []  # (index waited on, index answered)
+    found = threading.Event()
+
+    def follow(index: int) -> None:
+        while not found.is_set():
+            status, jobs, headers = http(system, "GET", f"/v1/jobs?index={index}&wait=60s")
+            assert status == 200
+            seen.append((index, int(headers["X-Nomad-Index"])))
+            if "blocking-wake" in [j["ID"] for j in jobs] or seen[-1][1] <= index:
+                found.set()
+            index = seen[-1][1]
+
+    follower = threading.Thread(target=follow, args=(int(headers["X-Nomad-Index"]),))
+    follower.start()
+    job = job_to_nomad(parse_job_file(EXAMPLES / "batch.nomad"))
+    job["ID"] = job["Name"] = "blocking-wake"
+    assert http(system, "POST", "/v1/jobs", {"Job": job})[0] == 200
+    follower.join(timeout=90)
+    assert not follower.is_alive(), "the blocking query never saw the new job"
+    assert seen and all(answered > waited for waited, answered in seen), seen
 
 
 def test_fleet_apply_over_the_cli(run_cli, tmp_path: Path, system: DroverSystem) -> None:
@@ -201,7 +229,7 @@ def test_fleet_apply_over_the_cli(run_cli, tmp_path: Path, system: DroverSystem)
 def test_python_nomad_client_works_unchanged(system: DroverSystem) -> None:
     host, port = system.http_address.removeprefix("http://").split(":")
     client = nomad.Nomad(host=host, port=int(port), token=TOKEN, timeout=30)
-    job = {"Job": job_to_nomad(parse_job_file("examples/batch.nomad"))}
+    job = {"Job": job_to_nomad(parse_job_file(EXAMPLES / "batch.nomad"))}
     job_id = job["Job"]["ID"]
     reply = client.job.register_job(job_id, job)
     assert reply["EvalID"]
@@ -212,7 +240,7 @@ def test_python_nomad_client_works_unchanged(system: DroverSystem) -> None:
     assert client.job.get_allocations(job_id)[0]["JobID"] == job_id
     assert client.job.get_evaluations(job_id)[0]["JobID"] == job_id
     assert any(n["Name"].startswith("sim-") for n in client.nodes.get_nodes())
-    assert client.status.leader.get_leader().endswith(":4647")
+    assert client.status.leader.get_leader() == f"{host}:{port}"
     with pytest.raises(nomad.api.exceptions.URLNotFoundNomadException):
         client.job.get_job("no-such-job")
 
@@ -314,6 +342,11 @@ def test_stop_revert_version_status_scenario(run_cli, tmp_path: Path) -> None:
 
 
 def test_cli_reads_and_errors(run_cli, tmp_path: Path) -> None:
+    # Its own job, evaluation and allocations: nothing here relies on what other tests left.
+    spec = tmp_path / "cli-reads.nomad"
+    spec.write_text(SCALED_JOB.format(release="1", extra="").replace("autoscaled", "cli-reads"))
+    code, out, _ = run_cli("job", "run", str(spec))
+    assert code == 0 and 'finished with status "complete"' in out, out
     code, out, _ = run_cli("job", "status")
     assert code == 0 and out.splitlines()[0].split()[:2] == ["ID", "Type"]
     code, out, _ = run_cli("node", "status")
@@ -323,7 +356,7 @@ def test_cli_reads_and_errors(run_cli, tmp_path: Path) -> None:
     assert code == 0 and evals
     code, out, _ = run_cli("eval", "status", evals[0]["ID"][:8])
     assert code == 0 and evals[0]["ID"] in out
-    code, out, _ = run_cli("job", "status", "-json", "reverted")
+    code, out, _ = run_cli("job", "status", "-json", "cli-reads")
     alloc_id = orjson.loads(out)["Allocations"][0]["ID"]
     code, out, _ = run_cli("alloc", "status", alloc_id[:8])
     assert code == 0 and alloc_id in out
@@ -332,11 +365,16 @@ def test_cli_reads_and_errors(run_cli, tmp_path: Path) -> None:
     code, out, _ = run_cli("node", "status", "-json", node_name)
     assert orjson.loads(out)["Node"]["SchedulingEligibility"] == "ineligible"
     assert run_cli("node", "eligibility", "-enable", node_name)[0] == 0
-    code, out, _ = run_cli("job", "plan", "examples/web.nomad")
+    # A job never registered (whatever other tests did with "web"): plan places everything
+    # (exit 1, as Nomad's) and -check-index 1 conflicts with its absence.
+    unregistered = tmp_path / "cli-plan.nomad"
+    web = (EXAMPLES / "web.nomad").read_text()
+    unregistered.write_text(web.replace('job "web"', 'job "cli-plan"'))
+    code, out, _ = run_cli("job", "plan", str(unregistered))
     assert code == 1 and "All tasks successfully allocated" in out and "-check-index" in out
     code, _, err = run_cli("job", "status", "ghost")
     assert code == 1 and "404" in err and "ghost" in err and err.count("\n") == 1
     code, _, err = run_cli("job", "run", str(tmp_path / "missing.nomad"))
     assert code == 1 and "missing.nomad" in err
-    code, _, err = run_cli("job", "run", "-check-index", "1", "examples/web.nomad")
+    code, _, err = run_cli("job", "run", "-check-index", "1", str(unregistered))
     assert code == 1 and "409" in err

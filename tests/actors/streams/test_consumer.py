@@ -3,6 +3,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis
@@ -65,7 +66,7 @@ def dead_letters(bus: StreamBus) -> list[DeadLetter]:
 
 @pytest.fixture
 def make_consumer(bus: StreamBus) -> Callable[..., GroupConsumer]:
-    def make(handler: Recorder, name: str = "w1", **options: int) -> GroupConsumer:
+    def make(handler: Recorder, name: str = "w1", **options: Any) -> GroupConsumer:
         options.setdefault("block_ms", 50)
         options.setdefault("retry_delay_ms", 0)
         return GroupConsumer(bus, S, G, name, REGISTRY, handler, **options)  # type: ignore[arg-type]
@@ -145,8 +146,7 @@ def test_a_transient_failure_is_retried_after_the_delay(
 ) -> None:
     now = [100.0]
     handler = Recorder(poison={"flaky"}, fail_times=1)
-    consumer = make_consumer(handler, retry_delay_ms=1000)
-    consumer._clock = lambda: now[0]
+    consumer = make_consumer(handler, retry_delay_ms=1000, clock=lambda: now[0])
     consumer.poll_once()
     bus.publish(S, [("EvalAck", ack(1, "flaky"))])
     assert consumer.poll_once() == 0
@@ -193,15 +193,19 @@ def test_an_entry_that_keeps_crashing_its_consumers_is_dead_lettered_unhandled(
 
 
 def test_claim_stale_takes_over_a_dead_consumers_entries(
-    bus: StreamBus, client: redis.Redis, make_consumer: Callable[..., GroupConsumer]
+    bus: StreamBus,
+    client: redis.Redis,
+    make_consumer: Callable[..., GroupConsumer],
+    make_idle: Callable[..., None],
 ) -> None:
     bus.ensure_group(S, G)
-    bus.publish(S, [("EvalAck", ack(i)) for i in range(3)])
+    ids = bus.publish(S, [("EvalAck", ack(i)) for i in range(3)])
     bus.read_group(S, G, "dead", 10, 100)
     handler = Recorder()
     consumer = make_consumer(handler, name="alive")
-    time.sleep(0.03)
-    assert consumer.claim_stale(min_idle_ms=20) == 3
+    assert consumer.claim_stale(min_idle_ms=60_000) == 0  # the owner may still be working
+    make_idle(S, G, "dead", ids)
+    assert consumer.claim_stale(min_idle_ms=60_000) == 3
     assert handler.handled == ["e0", "e1", "e2"]
     assert client.xpending(S, G)["pending"] == 0
 
@@ -210,15 +214,18 @@ def test_run_until_stopped(bus: StreamBus, make_consumer: Callable[..., GroupCon
     handler = Recorder()
     consumer = make_consumer(handler)
     stop = threading.Event()
-    thread = threading.Thread(target=consumer.run, args=(stop,), kwargs={"claim_min_idle_ms": 10})
+    thread = threading.Thread(
+        target=consumer.run, args=(stop,), kwargs={"claim_min_idle_ms": 10}, daemon=True
+    )
     thread.start()
     try:
         bus.publish(S, [("EvalAck", ack(i)) for i in range(10)])
-        deadline = time.monotonic() + 5
-        while len(handler.handled) < 10 and time.monotonic() < deadline:
+        deadline = time.monotonic() + 30
+        while len(handler.handled) < 10:
+            assert time.monotonic() < deadline, f"only {handler.handled} handled"
             time.sleep(0.01)
         assert sorted(handler.handled) == sorted(f"e{i}" for i in range(10))
     finally:
         stop.set()
-        thread.join(timeout=2)
+        thread.join(timeout=30)  # the loop checks the event at least every block_ms
     assert not thread.is_alive()

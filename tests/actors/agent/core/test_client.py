@@ -221,18 +221,23 @@ def test_drop_node_stops_its_tasks_silently() -> None:
 
 
 def test_thousands_of_virtual_nodes() -> None:
+    """What lets one agent host thousands of nodes: a tick polls only the tasks that are due,
+    so 30 ticks over 5,000 timed tasks poll each once, at its deadline (not 150,000 polls).
+    How fast that is belongs to the benchmarks, not to a test."""
+    d = CountingMock()
     nodes = [f"n{i}" for i in range(5000)]
-    c = core(*nodes)
+    c = core(*nodes, driver=d)
     allocs = [alloc(f"a{i}", f"n{i}") for i in range(5000)]
     jobs = lookup(job(run_for="30s"))
-    began = time.perf_counter()
     c.apply_allocs(allocs, jobs)
     assert len(c.tick(0.0)) == 5000
+    polls = d.polls
     for t in range(1, 30):
         assert c.tick(float(t)) == []
+    assert d.polls == polls
     done = c.tick(30.0)
     assert len(done) == 5000 and all(u.client_status is ClientStatus.COMPLETE for u in done)
-    assert time.perf_counter() - began < 5.0
+    assert d.starts == 5000 and d.polls == polls + 5000
 
 
 def test_raw_exec_allocs_end_to_end(tmp_path: Path) -> None:
@@ -251,11 +256,11 @@ def test_raw_exec_allocs_end_to_end(tmp_path: Path) -> None:
     jobs = lookup(exec_job("fails", "/bin/sh", "-c", "exit 3"), exec_job("sleeps", "sleep", "30"))
     c.apply_allocs([alloc("f", job_id="fails"), alloc("s", job_id="sleeps")], jobs)
     seen: dict[str, AllocClientUpdate] = {}
-    began = time.monotonic()
 
     def tick_until(alloc_id: str, status: ClientStatus) -> AllocClientUpdate:
+        deadline = time.monotonic() + 30  # real processes: generous on a loaded machine
         while alloc_id not in seen or seen[alloc_id].client_status is not status:
-            assert time.monotonic() - began < 3.0, f"{alloc_id} never became {status}"
+            assert time.monotonic() < deadline, f"{alloc_id} never became {status}"
             seen.update({u.alloc_id: u for u in c.tick(time.monotonic())})
             time.sleep(0.01)
         return seen[alloc_id]

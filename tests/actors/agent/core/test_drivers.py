@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -130,14 +129,23 @@ def exec_task(command: str, *args: str, kill_timeout_s: float = 5.0) -> Task:
     )
 
 
-def wait_exit(d: RawExecDriver, h: TaskHandle, now: float = 0.0, limit: float = 3.0) -> TaskStatus:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
+def wait_for_file(path: Path) -> None:
+    deadline = time.monotonic() + 30
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.01)
+
+
+def wait_exit(d: RawExecDriver, h: TaskHandle, now: float = 0.0) -> TaskStatus:
+    """Polls with the driver's clock held at `now` until the process exits (real processes:
+    the deadline is generous for a loaded machine)."""
+    deadline = time.monotonic() + 30
+    while True:
         status = d.poll(h, now)
         if not status.running:
             return status
+        assert time.monotonic() < deadline, "the task did not exit"
         time.sleep(0.01)
-    raise AssertionError("the task did not exit in time")
 
 
 def test_raw_exec_validate() -> None:
@@ -192,26 +200,22 @@ def test_raw_exec_stop_sends_sigterm(tmp_path: Path) -> None:
     d = RawExecDriver(enabled=True, data_dir=tmp_path)
     h = d.start("a1", exec_task("sleep", "30"), {}, now=0.0)
     assert d.poll(h, 0.0).running
-    began = time.monotonic()
     d.stop(h, 1.0)
     d.stop(h, 1.5)  # a second stop is harmless
+    # Within kill_timeout (5 s on the driver's clock): only SIGTERM can have ended it.
     status = wait_exit(d, h, now=1.5)
     assert status == TaskStatus(TaskState.FAILED, -15, "killed by signal 15")
-    assert time.monotonic() - began < 2.0
 
 
 def test_raw_exec_escalates_to_sigkill_after_kill_timeout(tmp_path: Path) -> None:
     d = RawExecDriver(enabled=True, data_dir=tmp_path)
-    script = 'trap "" TERM; touch ready; sleep 30'  # ignores SIGTERM, as does its child
+    # Survives SIGTERM (the signal ends the current `sleep`; the trap notes it, the loop goes on).
+    script = "trap 'touch termed' TERM; touch ready; while :; do sleep 1; done"
     h = d.start("a1", exec_task("sh", "-c", script, kill_timeout_s=5.0), {}, now=0.0)
-    ready = tmp_path / "a1" / "t" / "ready"
-    deadline = time.monotonic() + 2.0
-    while not ready.exists():
-        assert time.monotonic() < deadline, "the task never got ready"
-        time.sleep(0.01)
+    task_dir = tmp_path / "a1" / "t"
+    wait_for_file(task_dir / "ready")
     d.stop(h, 10.0)
-    time.sleep(0.1)
-    assert d.poll(h, 14.9).running  # SIGTERM ignored, kill_timeout not yet passed
+    wait_for_file(task_dir / "termed")  # SIGTERM delivered and handled: the task lives on
+    assert d.poll(h, 14.9).running and not h.killed  # kill_timeout not passed: no SIGKILL
     status = wait_exit(d, h, now=15.0)  # the caller's clock passes kill_timeout: SIGKILL
     assert status == TaskStatus(TaskState.FAILED, -9, "killed by signal 9")
-    assert os.path.exists(ready)
