@@ -83,17 +83,27 @@ def make_job(i: int, count: int) -> Job:
 
 
 def overcommitted(nodes: Iterable[Node], allocs: Iterable[Allocation]) -> list[str]:
-    """Nodes whose live allocations exceed what they offer (capacity minus reserved),
-    recomputed from scratch from the allocation records, never from the store's counters.
-    Allocations on unknown nodes count their node as overcommitted too."""
+    """Nodes whose live allocations exceed what they offer, recomputed from scratch from the
+    allocation records, never from the store's counters: cpu, memory or disk past capacity
+    minus reserved, a device instance held by two live allocations, or one the node does not
+    have. An allocation on an unknown node counts its node as overcommitted too.
+
+    "Live" is what the leader's plan re-check and the store's usage count: not terminal on
+    either side (`Allocation.terminal()`). A stopped allocation (server-terminal) releases its
+    resources as soon as the stop commits, even while its task is still running, and so does
+    one whose task finished (client-terminal), even before the scheduler stops it."""
     used: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+    held: dict[str, list[str]] = defaultdict(list)  # node -> device instance ids, repeats kept
     for alloc in allocs:
         if alloc.terminal():
             continue
+        res = alloc.allocated_resources
         u = used[alloc.node_id]
-        u[0] += alloc.allocated_resources.cpu
-        u[1] += alloc.allocated_resources.memory_mb
-        u[2] += alloc.allocated_resources.disk_mb
+        u[0] += res.cpu
+        u[1] += res.memory_mb
+        u[2] += res.disk_mb
+        for device in res.devices:
+            held[alloc.node_id].extend(device.device_ids)
     by_id = {node.id: node for node in nodes}
     bad = []
     for node_id, (cpu, mem, disk) in used.items():
@@ -101,14 +111,18 @@ def overcommitted(nodes: Iterable[Node], allocs: Iterable[Allocation]) -> list[s
         if node is None:
             bad.append(node_id)
             continue
-        cap, res = node.node_resources, node.reserved_resources
+        cap, reserved = node.node_resources, node.reserved_resources
+        ids = held.get(node_id, [])
+        present = {i.id for group in cap.devices for i in group.instances}
         if (
-            cpu > cap.cpu - res.cpu
-            or mem > cap.memory_mb - res.memory_mb
-            or disk > cap.disk_mb - res.disk_mb
+            cpu > cap.cpu - reserved.cpu
+            or mem > cap.memory_mb - reserved.memory_mb
+            or disk > cap.disk_mb - reserved.disk_mb
+            or len(set(ids)) < len(ids)
+            or not present.issuperset(ids)
         ):
             bad.append(node_id)
-    return bad
+    return sorted(bad)
 
 
 def register_workload(

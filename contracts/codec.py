@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeVar, get_args, get_origin
 
 import orjson
 
-from contracts.fast_decode import fast_decoder
+from contracts.fast_decode import Slow, fast_decoder
 
 T = TypeVar("T")
 
@@ -222,10 +222,25 @@ def from_wire(tp: type[T], data: Any, path: str = "$", unknown: Unknown = "error
         try:
             fast: T = fast_decoder(tp, unknown == "error")(data)
             return fast
-        except Exception:  # any surprise: the validating path explains it
-            pass
+        except (Slow, CodecError):
+            # Declined (bad or unusual input, or a nested wire form's error named with the
+            # wrong path): the validating path decodes it or explains it. Anything else the
+            # generated code raises is a bug in it and propagates.
+            _fallbacks[tp] = _fallbacks.get(tp, 0) + 1
     decoded: T = _decoder_for_type(tp)(data, path, unknown)
     return decoded
+
+
+# Records the fast path handed to the validating one, per type. Valid JSON from our own
+# encoders never falls back, so a count that grows outside bad input is a slowdown to find.
+# (Counted without a lock: under concurrent threads it may undercount, never overcount.)
+_fallbacks: dict[type, int] = {}
+
+
+def fast_path_fallbacks() -> dict[str, int]:
+    """How many decodes fell back from the fast path to the validating one, per record type
+    (qualified name), since the process started."""
+    return {f"{t.__module__}.{t.__qualname__}": n for t, n in _fallbacks.items()}
 
 
 def loads(tp: type[T], raw: bytes | str, unknown: Unknown = "error") -> T:

@@ -7,6 +7,10 @@ types inline and fills the instance's slots directly. Any surprise (a wrong type
 required field, an unknown field, a bad enum value) raises `Slow`, and the caller re-runs the
 validating decoder, which produces the error with its path. Valid input decodes identically
 either way (tests/contracts/test_fast_decode.py checks this on every record type).
+
+Bad input makes a generated decoder raise `Slow` and nothing else; a record with its own wire
+form inside raises that form's `CodecError`. The caller falls back on those two only, so any
+other exception is a bug here and surfaces instead of hiding as a slowdown.
 """
 
 from __future__ import annotations
@@ -61,8 +65,15 @@ def _converter(tp: Any, strict: bool) -> tuple[str, dict[str, Any]]:
     if tp is float:
         return f"(float({X}) if type({X}) in (float, int) else _bad())", {}
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        name = f"_enum_{id(tp)}"
-        return f"{name}({X})", {name: tp}
+        # A lookup, not `tp(X)`: a bad value must decline with Slow like every other check
+        # (the enum's own ValueError is not one the caller catches), and an unhashable value
+        # must not reach the dict. Members are keys too: in-process data may carry them.
+        by_value: dict[Any, Any] = {m.value: m for m in tp} | {m: m for m in tp}
+        name, kinds = f"_enum_{id(tp)}", f"_enum_types_{id(tp)}"
+        return f"({name}[{X}] if type({X}) in {kinds} and {X} in {name} else _bad())", {
+            name: by_value,
+            kinds: frozenset({tp, *(type(m.value) for m in tp)}),
+        }
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         from contracts.codec import custom_decoder
 

@@ -221,3 +221,110 @@ def test_a_records_generic_decoder_is_compiled_once() -> None:
 
     assert generic_decoder(Plan) is generic_decoder(Plan)
     assert generic_decoder(Allocation)(to_wire(ALLOC), "$", "error") == ALLOC
+
+
+# -- the fallback: only declined input falls back, and it is counted ----------------------------
+
+
+def _fallbacks(cls: type) -> int:
+    from contracts.codec import fast_path_fallbacks
+
+    return fast_path_fallbacks().get(f"{cls.__module__}.{cls.__qualname__}", 0)
+
+
+@pytest.mark.parametrize("record", SAMPLES, ids=lambda r: type(r).__name__)
+def test_valid_input_never_falls_back(record: object) -> None:
+    wire = orjson.loads(orjson.dumps(to_wire(record)))
+    before = _fallbacks(type(record))
+    assert from_wire(type(record), wire) == record
+    assert _fallbacks(type(record)) == before
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "error"),
+    [
+        ("Count", "lots", r"\$\.TaskGroups\[0\]\.Count: expected an integer"),
+        ("Count", True, r"\$\.TaskGroups\[0\]\.Count: expected an integer"),
+        ("Tasks", {"not": "a list"}, r"\$\.TaskGroups\[0\]\.Tasks: expected a list"),
+        ("Name", None, r"\$\.TaskGroups\[0\]\.Name: expected a string"),
+    ],
+    ids=["string-for-int", "bool-for-int", "object-for-list", "null-for-required"],
+)
+def test_bad_input_falls_back_counted_and_the_error_names_the_path(
+    field: str, value: object, error: str
+) -> None:
+    wire = orjson.loads(orjson.dumps(to_wire(JOB)))
+    wire["TaskGroups"][0][field] = value
+    before = _fallbacks(Job)
+    with pytest.raises(CodecError, match=error):
+        from_wire(Job, wire)
+    assert _fallbacks(Job) == before + 1
+
+
+def test_a_bad_enum_value_declines_with_slow_and_the_error_names_the_path() -> None:
+    wire = orjson.loads(orjson.dumps(to_wire(ALLOC)))
+    for bad in ("sleeping", ["running"], 3):  # unknown, unhashable, wrong type
+        wire["ClientStatus"] = bad
+        with pytest.raises(Slow):
+            fast_decoder(Allocation, True)(wire)
+        before = _fallbacks(Allocation)
+        with pytest.raises(CodecError, match=r"\$\.ClientStatus: expected one of pending"):
+            from_wire(Allocation, wire)
+        assert _fallbacks(Allocation) == before + 1
+
+
+def test_a_missing_required_field_and_an_unknown_one_fall_back_counted() -> None:
+    before = _fallbacks(Allocation)
+    with pytest.raises(CodecError, match=r"\$\.ID: required field is missing"):
+        from_wire(Allocation, {"Name": "x"})
+    with pytest.raises(CodecError, match=r"\$\.Extra: unknown field"):
+        from_wire(Allocation, to_wire(ALLOC) | {"Extra": 1})
+    assert _fallbacks(Allocation) == before + 2
+
+
+def test_enum_members_decode_on_the_fast_path() -> None:
+    # In-process data (to_wire without a JSON round trip) carries enum members, not strings.
+    wire = to_wire(ALLOC)
+    assert fast_decoder(Allocation, True)(wire) == ALLOC
+
+
+@pytest.mark.parametrize("error", [ZeroDivisionError, KeyError, TypeError, ValueError])
+def test_a_bug_in_a_generated_decoder_propagates_instead_of_falling_back(
+    monkeypatch: pytest.MonkeyPatch, error: type[Exception]
+) -> None:
+    from contracts import fast_decode
+
+    def broken(value: object) -> object:
+        raise error("generated code is wrong")
+
+    monkeypatch.setitem(fast_decode._cache, (Allocation, True), broken)
+    before = _fallbacks(Allocation)
+    with pytest.raises(error, match="generated code is wrong") as raised:
+        from_wire(Allocation, to_wire(ALLOC))
+    assert type(raised.value) is error  # not a CodecError from the validating path
+    assert _fallbacks(Allocation) == before
+
+
+def test_every_record_with_a_decodable_shape_compiles_a_fast_decoder() -> None:
+    # A compile error now propagates from from_wire: every record the codec decodes must
+    # compile (an Envelope carries raw bytes and a LogEntry a union: both have their own codec).
+    import importlib
+    import pkgutil
+
+    import contracts
+
+    records = {
+        obj
+        for info in pkgutil.walk_packages(contracts.__path__, "contracts.")
+        for obj in vars(importlib.import_module(info.name)).values()
+        if isinstance(obj, type)
+        and dataclasses.is_dataclass(obj)
+        and obj.__module__.startswith("contracts.")
+    }
+    from contracts.messages import Envelope
+    from contracts.state_log import LogEntry
+
+    assert len(records) > 40
+    for cls in records - {Envelope, LogEntry}:
+        for strict in (True, False):
+            fast_decoder(cls, strict)
