@@ -2,14 +2,17 @@
 
 Nomad's client runs an allocation's tasks side by side and derives the allocation's client
 status from theirs (`getClientStatus`): failed as soon as any task failed (its siblings
-are then killed), running while any runs, complete once all exited successfully. A
-desired status of stop or evict kills the tasks and reports complete. The runner reports
-only changes, so re-reading the same allocation record is harmless.
+are then killed), running while any runs, pending while the tasks left are all waiting to
+start (a Ray task queued for its node's resources), complete once all exited
+successfully. A desired status of stop or evict kills the tasks, pending ones too, and
+reports complete. The runner reports only changes, so re-reading the same allocation
+record is harmless.
 
 Restarts: a runner built from a record that is already client-terminal never starts
 anything. A record that says running is started again (there is no process to reattach
 to, as Nomad does; the mock's timer restarts from now), keeping the status quiet because
-the server already believes it.
+the server already believes it, unless the restarted tasks are pending again (Ray queued
+them): that is reported, and running once they run.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from contracts import CLIENT_TERMINAL, Allocation, ClientStatus, Job, Task, Task
 from contracts.state_log import AllocClientUpdate, client_update
 
 RUNNING_DESCRIPTION = "Tasks are running"
+PENDING_DESCRIPTION = "No tasks have started"
 COMPLETE_DESCRIPTION = "All tasks have completed"
 STOPPED_DESCRIPTION = "stopped by scheduler"
 
@@ -88,7 +92,7 @@ def _validated(driver: Driver, task: Task) -> list[str]:
 
 class Phase(Enum):
     NEW = "new"  # nothing started yet
-    RUNNING = "running"
+    RUNNING = "running"  # tasks started, each pending or running
     STOPPING = "stopping"  # tasks asked to exit, waiting for them
     DONE = "done"  # no task left; the status is final
 
@@ -102,6 +106,7 @@ class AllocRunner:
         "_drivers",
         "_handles",
         "_outcome",
+        "_pending",
         "_reported",
         "alloc",
         "description",
@@ -118,6 +123,7 @@ class AllocRunner:
         self.description = alloc.client_description
         self._reported = (self.status, self.description)
         self._handles: dict[str, tuple[Driver, TaskHandle]] = {}
+        self._pending: set[str] = set()  # tasks of _handles that have not started yet
         self._outcome: tuple[ClientStatus, str] | None = None
         self._abandoned = False
         self._confirmed = False
@@ -187,6 +193,8 @@ class AllocRunner:
             return None
         if self.phase is not Phase.RUNNING:
             return now
+        if self._pending:
+            return now  # a queued task may start at any moment
         wake = math.inf
         for _, handle in self._handles.values():
             if handle.wake_at is None:
@@ -234,18 +242,23 @@ class AllocRunner:
                 self._stop_all(now)
                 return
             self._handles[task.name] = (driver, handle)
-        self._set(ClientStatus.RUNNING, RUNNING_DESCRIPTION)
+            if handle.pending:
+                self._pending.add(task.name)
+        self._set_live_status()
 
     def _poll_running(self, now: float) -> None:
         failures = []
         for name, (driver, handle) in list(self._handles.items()):
             wake = handle.wake_at
-            if wake is not None and wake > now:
+            if wake is not None and wake > now and name not in self._pending:
                 continue  # its driver said nothing can change before then (TaskHandle)
             status = driver.poll(handle, now)
             if status.running:
+                self._pending.discard(name)
+            if not status.exited:
                 continue
             del self._handles[name]
+            self._pending.discard(name)
             if status.state is TaskState.FAILED:
                 failures.append(f'task "{name}" failed: {status.message}')
         if failures:
@@ -254,6 +267,15 @@ class AllocRunner:
         elif not self._handles:
             self._set(ClientStatus.COMPLETE, COMPLETE_DESCRIPTION)
             self.phase = Phase.DONE
+        else:
+            self._set_live_status()
+
+    def _set_live_status(self) -> None:
+        """getClientStatus while no task failed and some are left: running if any runs."""
+        if len(self._pending) < len(self._handles):
+            self._set(ClientStatus.RUNNING, RUNNING_DESCRIPTION)
+        else:
+            self._set(ClientStatus.PENDING, PENDING_DESCRIPTION)
 
     def _stop_all(self, now: float) -> None:
         for driver, handle in self._handles.values():
@@ -264,8 +286,9 @@ class AllocRunner:
 
     def _reap(self, now: float) -> None:
         for name, (driver, handle) in list(self._handles.items()):
-            if not driver.poll(handle, now).running:
+            if driver.poll(handle, now).exited:
                 del self._handles[name]
+                self._pending.discard(name)
         if not self._handles:
             self.phase = Phase.DONE
             self._finish_stop()

@@ -1,8 +1,10 @@
 """Task drivers: `mock` (clock-driven, for simulated fleets) and `raw_exec` (a subprocess).
 
-The `ray` driver (each task as a Ray actor pinned to its node) plugs in here too, but it
-needs Ray, so it lives in the agent's actor shell and is passed to `ClientCore` in the
-same `drivers` mapping; it implements the same `Driver` protocol.
+The `ray` driver (each task as a Ray task pinned to its node) plugs in here too, but it
+needs Ray, so it lives in the agent's actor shell (`actors/agent/ray_driver.py`) and is
+passed to `ClientCore` in the same `drivers` mapping; it implements the same `Driver`
+protocol. It is the one driver whose tasks start pending: Ray queues them until the node
+has their resources.
 """
 
 from __future__ import annotations

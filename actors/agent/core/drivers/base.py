@@ -21,6 +21,7 @@ class DriverError(Exception):
 
 
 class TaskState(StrEnum):
+    PENDING = "pending"  # accepted, not started yet (queued by the backend, e.g. Ray)
     RUNNING = "running"
     COMPLETE = "complete"
     FAILED = "failed"
@@ -36,6 +37,11 @@ class TaskStatus:
     def running(self) -> bool:
         return self.state is TaskState.RUNNING
 
+    @property
+    def exited(self) -> bool:
+        """The task is gone (complete or failed); pending and running tasks are not."""
+        return self.state is TaskState.COMPLETE or self.state is TaskState.FAILED
+
 
 RUNNING = TaskStatus(TaskState.RUNNING)
 
@@ -47,6 +53,9 @@ class TaskHandle:
     wake_at: the earliest time `poll` can report a change (math.inf: only after `stop`);
     None: the driver cannot know, poll it on every tick. The client core uses it to skip
     idle simulated tasks, which is what lets one agent host thousands of nodes.
+    pending: the task was only queued when `start` returned (the ray driver: Ray starts it
+    once the node has its resources). The runner keeps the allocation pending and polls the
+    task on every tick until `poll` reports it running; False: it runs once `start` returns.
     """
 
     alloc_id: str
@@ -54,6 +63,7 @@ class TaskHandle:
     driver: str
     started_at: float
     wake_at: float | None = None
+    pending: bool = False
 
 
 def exit_status(exit_code: int) -> TaskStatus:
@@ -71,8 +81,9 @@ class Driver(Protocol):
     name: the `driver` value tasks select it with.
     validate: the task's config problems, each a short sentence (empty: valid).
     start: launch the task or raise DriverError; `env` is the full task environment.
-    poll: the task's state at `now` (a stopping task is escalated here, never by sleeping).
-    stop: ask the task to exit; it is gone once `poll` stops reporting it running.
+    poll: the task's state at `now` (a stopping task is escalated here, never by sleeping):
+        pending until it really started, then running, then complete or failed.
+    stop: ask the task to exit (a pending one too); it is gone once `poll` reports it exited.
     """
 
     @property

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from actors.agent.core import (
     task_env,
 )
 from actors.agent.core.drivers import MockHandle
+from actors.agent.core.runner import PENDING_DESCRIPTION
 from contracts import (
     AllocatedDevice,
     AllocatedResources,
@@ -359,3 +361,96 @@ def test_a_job_versions_tasks_are_validated_once_and_envs_built_only_when_read()
     assert dict(env) == task_env(
         make_alloc(id="a3", name="web.g[3]"), job, job.task_groups[0], mock()
     )
+
+
+class QueuedDriver:
+    """Tasks that start pending, as Ray queues them: the test says when each starts and ends."""
+
+    name = "queued"
+
+    def __init__(self) -> None:
+        self.states: dict[str, TaskState] = {}
+        self.stopped: list[str] = []
+        self.polls = 0
+
+    def validate(self, task: Task) -> list[str]:
+        return []
+
+    def start(self, alloc_id: str, task: Task, env: Mapping[str, str], now: float) -> TaskHandle:
+        self.states[task.name] = TaskState.PENDING
+        # wake_at says "nothing before a stop": a pending task is polled on every tick anyway.
+        return TaskHandle(alloc_id, task.name, self.name, now, wake_at=math.inf, pending=True)
+
+    def poll(self, handle: TaskHandle, now: float) -> TaskStatus:
+        self.polls += 1
+        state = self.states[handle.task_name]
+        return TaskStatus(state, 1 if state is TaskState.FAILED else None, "boom")
+
+    def stop(self, handle: TaskHandle, now: float) -> None:
+        self.stopped.append(handle.task_name)  # gone once the test says so, as Ray confirms
+
+
+def queued(name: str = "q") -> Task:
+    return Task(name=name, driver="queued")
+
+
+def with_queue(*tasks: Task, alloc: Allocation | None = None) -> tuple[AllocRunner, QueuedDriver]:
+    d = QueuedDriver()
+    return runner(*tasks, alloc=alloc, drivers={"mock": MockDriver(), "queued": d}), d
+
+
+def test_an_alloc_stays_pending_until_its_task_really_starts() -> None:
+    r, d = with_queue(queued())
+    assert r.step(0.0) == update(ClientStatus.PENDING, PENDING_DESCRIPTION, 0.0)
+    for now in (1.0, 2.0, 3.0):
+        assert r.next_wake(now - 1.0) == now - 1.0  # polled on every tick while queued
+        assert r.step(now) is None and r.status is ClientStatus.PENDING
+    assert d.polls == 4  # the step that started it polled it too
+    d.states["q"] = TaskState.RUNNING
+    assert r.step(4.0) == update(ClientStatus.RUNNING, RUNNING_DESCRIPTION, 4.0)
+    assert r.next_wake(4.0) is None  # running now: its wake_at holds (nothing until a stop)
+    assert r.step(5.0) is None and d.polls == 5
+
+
+def test_one_running_task_makes_the_alloc_running() -> None:
+    r, _ = with_queue(mock("m"), queued())
+    assert r.step(0.0) == update(ClientStatus.RUNNING, RUNNING_DESCRIPTION, 0.0)
+    assert r.next_wake(0.0) == 0.0  # the queued one is still watched
+
+
+def test_pending_again_when_only_queued_tasks_are_left() -> None:
+    # Nomad's getClientStatus: a task that completed and one still pending make it pending.
+    r, d = with_queue(mock("m", run_for="1s"), queued())
+    r.step(0.0)
+    assert r.step(1.0) == update(ClientStatus.PENDING, PENDING_DESCRIPTION, 1.0)
+    d.states["q"] = TaskState.RUNNING
+    assert r.step(2.0) == update(ClientStatus.RUNNING, RUNNING_DESCRIPTION, 2.0)
+
+
+def test_a_task_that_fails_before_it_starts_fails_the_alloc() -> None:
+    r, d = with_queue(queued("a"), queued("b"))
+    r.step(0.0)
+    d.states["a"] = TaskState.FAILED
+    assert r.step(1.0) == update(ClientStatus.FAILED, 'task "a" failed: boom', 1.0)
+    assert d.stopped == ["b"] and not r.finished  # until "b" is gone
+    d.states["b"] = TaskState.COMPLETE
+    assert r.step(2.0) is None and r.finished
+
+
+def test_a_stop_while_pending_waits_until_the_queued_task_is_gone() -> None:
+    r, d = with_queue(queued())
+    r.step(0.0)
+    assert r.update(make_alloc(desired_status=DesiredStatus.STOP))
+    assert r.step(1.0) is None and d.stopped == ["q"]
+    assert r.status is ClientStatus.PENDING and r.next_wake(1.0) == 1.0
+    d.states["q"] = TaskState.COMPLETE
+    assert r.step(2.0) == update(ClientStatus.COMPLETE, STOPPED_DESCRIPTION, 2.0)
+    assert r.finished
+
+
+def test_a_running_record_restarted_as_a_queued_task_says_pending() -> None:
+    alloc = make_alloc(client_status=ClientStatus.RUNNING, client_description=RUNNING_DESCRIPTION)
+    r, d = with_queue(queued(), alloc=alloc)
+    assert r.step(0.0) == update(ClientStatus.PENDING, PENDING_DESCRIPTION, 0.0)
+    d.states["q"] = TaskState.RUNNING
+    assert r.step(1.0) == update(ClientStatus.RUNNING, RUNNING_DESCRIPTION, 1.0)
