@@ -34,7 +34,7 @@ from actors.state import StateStore
 from actors.streams import GroupConsumer, StreamBus
 from actors.streams.envelope import encode_message, registry_of
 from actors.streams.names import BROKER_GROUP, LEADER_GROUP, WORKERS_GROUP, StreamNames
-from contracts import Evaluation
+from contracts import EvalStatus, Evaluation
 from contracts.messages import AckOutcome, EvalAck, EvalDelivery, LeaderRequest, RequestKind
 from contracts.state_log import LogEntry, UpsertAllocs, UpsertEvals, UpsertJob, decode_entry
 from observability import Telemetry
@@ -124,6 +124,11 @@ class BrokerService:
             writes = self._writes + self.feed.housekeeping()
             self._writes = []
             deliveries = self._dequeue_ready()
+        # An eval failed at its delivery limit was acked on the core, not by a worker: its
+        # last token must go too, or the worker still holding it could commit over FAILED.
+        failed = [e.id for e in writes if e.status is EvalStatus.FAILED]
+        if failed:
+            self._forget_tokens(failed)
         if deliveries:
             self._publish(deliveries)
         if writes:

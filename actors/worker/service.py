@@ -26,6 +26,7 @@ import itertools
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from functools import partial
 
@@ -217,7 +218,7 @@ class StreamPlanner:
         if not evals:
             return ""
         worker = self.worker
-        request_id = f"{worker.worker_id}-{next(worker.request_ids)}"
+        request_id = f"{worker.worker_id}-{worker.incarnation}-{next(worker.request_ids)}"
         request = LeaderRequest(
             RequestKind.UPDATE_EVALS,
             request_id=request_id,
@@ -270,6 +271,10 @@ class WorkerService:
         self.reply = ReplyChannel(client, names.plan_results(worker_id))
         self.wait_timeout_s = wait_timeout_s
         self.reply_timeout_s = reply_timeout_s
+        # Request ids must never repeat across restarts: the leader answers an id it already
+        # applied without applying it again, so a restarted worker counting from 1 would
+        # have its evals' final statuses silently dropped.
+        self.incarnation = uuid.uuid4().hex[:12]
         self.request_ids = itertools.count(1)
         self.stats = {
             "evals": 0,

@@ -1,0 +1,144 @@
+"""The API's backend on a real Redis with a real leader service on a thread (no Ray): reads
+after writes through the agent's own replica, blocking waits on that replica, the ACL
+bootstrap shared through Redis, and what a backend without fleets answers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from actors.agent.core import FleetSpec
+from actors.api.core import ApiError
+from actors.api.service import ApiService
+from actors.leader.service import LeaderService
+from actors.streams import connect
+from actors.streams.names import StreamNames
+from contracts import Job, Resources, Task, TaskGroup
+from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
+from contracts.state_log import LogEntry, decode_entry
+from launch.redis_server import EmbeddedRedis
+
+NAMES = StreamNames("api")
+
+
+@pytest.fixture
+def client(redis_server: EmbeddedRedis) -> redis.Redis:
+    r = connect(redis_server.url)
+    r.flushall()
+    return r
+
+
+@pytest.fixture
+def leader(client: redis.Redis) -> Iterator[LeaderService]:
+    service = LeaderService(client, NAMES)
+    service.start()
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    yield service
+    stop.set()
+    thread.join(timeout=30)
+
+
+@pytest.fixture
+def api(client: redis.Redis, leader: LeaderService) -> Iterator[ApiService]:
+    service = ApiService(client, NAMES, leader.submit).start()
+    yield service
+    service.stop()
+    assert service._thread is not None and not service._thread.is_alive()
+
+
+def job(job_id: str) -> Job:
+    task = Task(name="t", driver="mock", resources=Resources(cpu=100, memory_mb=64))
+    return Job(id=job_id, name=job_id, task_groups=(TaskGroup("g", 1, tasks=(task,)),))
+
+
+def test_every_write_is_readable_from_the_replica_as_soon_as_it_returns(
+    client: redis.Redis, leader: LeaderService
+) -> None:
+    sent: list[LeaderRequest] = []
+
+    def send(request: LeaderRequest) -> LeaderResponse:
+        sent.append(request)
+        return leader.submit(request)
+
+    def slow_decode(raw: bytes) -> LogEntry:
+        time.sleep(0.05)  # a replica that lags behind the leader: the race made wide
+        return decode_entry(raw)
+
+    api = ApiService(client, NAMES, send)
+    api.replica.decode = slow_decode
+    api.start()
+    try:
+        for i in range(5):
+            response = api.write(LeaderRequest(RequestKind.REGISTER_JOB, job=job(f"job-{i}")))
+            # Not eventually: the replica (its own tail thread) has applied it already.
+            state = api.snapshot()
+            assert state.latest_index() >= response.index > 0
+            assert state.job("default", f"job-{i}") is not None
+        kept = api.write(LeaderRequest(RequestKind.STOP_JOB, request_id="mine", job_id="job-0"))
+        assert kept.ok
+    finally:
+        api.stop()
+    # Every write goes out with an id, so that the leader applies a re-sent one once.
+    ids = [r.request_id for r in sent]
+    assert all(ids) and len(set(ids)) == len(ids) and ids[-1] == "mine"
+
+
+def test_a_blocking_wait_returns_once_the_replica_passes_the_index(
+    api: ApiService, leader: LeaderService
+) -> None:
+    index = api.snapshot().latest_index()
+    seen: list[int] = []
+    returned = threading.Event()
+
+    def blocking_read() -> None:
+        api.wait_after(index, timeout_s=60)
+        seen.append(api.snapshot().latest_index())
+        returned.set()
+
+    threading.Thread(target=blocking_read, daemon=True).start()
+    # Nothing was written: the wait must still be waiting (a probe, not a synchronisation).
+    assert not returned.wait(0.3)
+    response = leader.submit(
+        LeaderRequest(RequestKind.REGISTER_JOB, request_id="r1", job=job("web"))
+    )
+    assert returned.wait(60)
+    assert seen == [response.index] and seen[0] > index
+
+    # With nothing new, a wait ends at its timeout and the replica has not moved.
+    api.wait_after(response.index, timeout_s=0.1)
+    assert api.snapshot().latest_index() == response.index
+
+
+def test_the_acl_bootstrap_happens_once_across_agents_and_its_token_resolves_everywhere(
+    client: redis.Redis, leader: LeaderService
+) -> None:
+    first = ApiService(client, NAMES, leader.submit, acl_enabled=True)
+    other = ApiService(client, NAMES, leader.submit, acl_enabled=True)  # another agent
+    token = first.bootstrap_acl()
+    assert token.type == "management" and len(token.secret_id) == 36
+    with pytest.raises(ApiError) as refused:
+        other.bootstrap_acl("chosen-secret")
+    assert (refused.value.status, refused.value.message) == (400, "ACL bootstrap already done")
+
+    resolved = other.resolve_token(token.secret_id)  # read from Redis, then cached
+    assert resolved == token
+    assert other.resolve_token("chosen-secret") is None
+    assert other.resolve_token("") is None
+    client.delete(NAMES.acl_tokens)
+    assert other.resolve_token(token.secret_id) == token  # served from its cache
+
+
+def test_without_a_fleet_manager_a_fleet_is_refused_with_the_reason(
+    client: redis.Redis, leader: LeaderService
+) -> None:
+    api = ApiService(client, NAMES, leader.submit)
+    with pytest.raises(ApiError) as refused:
+        api.apply_fleet(FleetSpec(name="sim", count=2, cpu_mhz=4000, memory_mb=4096))
+    assert refused.value.status == 400 and "no simulated fleets" in refused.value.message
+    assert list(api.fleets()) == []

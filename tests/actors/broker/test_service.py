@@ -1,0 +1,226 @@
+"""The broker service on a real Redis, fed by a real leader's log (no Ray): deliveries up to
+capacity with their tokens written for the leader's fencing, acks and nacks, nack timeouts and
+restarts that redeliver under a new token, and the writes it sends the leader."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import redis
+
+from actors.broker.service import BrokerService
+from actors.leader.service import STALE_TOKEN, LeaderService
+from actors.streams import StreamBus, connect
+from actors.streams.envelope import decode_message, registry_of
+from actors.streams.names import StreamNames
+from contracts import EvalStatus, Job, Resources, Task, TaskGroup, TriggeredBy
+from contracts.messages import AckOutcome, EvalAck, EvalDelivery, LeaderRequest, RequestKind
+from launch.redis_server import EmbeddedRedis
+
+NAMES = StreamNames("brk")
+
+
+@pytest.fixture
+def client(redis_server: EmbeddedRedis) -> redis.Redis:
+    r = connect(redis_server.url)
+    r.flushall()
+    return r
+
+
+def job(job_id: str) -> Job:
+    task = Task(name="t", driver="mock", resources=Resources(cpu=100, memory_mb=64))
+    return Job(id=job_id, name=job_id, task_groups=(TaskGroup("g", 1, tasks=(task,)),))
+
+
+def new_leader(client: redis.Redis) -> LeaderService:
+    service = LeaderService(client, NAMES)
+    service.start()
+    return service
+
+
+def register(leader: LeaderService, job_id: str) -> tuple[str, int]:
+    """(eval id, commit index) of a registered job."""
+    response = leader.handle(
+        LeaderRequest(RequestKind.REGISTER_JOB, request_id=f"reg-{job_id}", job=job(job_id))
+    )
+    assert response.ok and response.eval_id
+    return response.eval_id, response.index
+
+
+def new_broker(client: redis.Redis, **options: Any) -> BrokerService:
+    service = BrokerService(client, NAMES, **options)
+    service.start()
+    return service
+
+
+def delivered(client: redis.Redis) -> list[EvalDelivery]:
+    """Every delivery the broker published, oldest first."""
+    out = []
+    for _id, fields in client.xrange(NAMES.deliveries):
+        _type, delivery, _trace = decode_message(fields, registry_of(EvalDelivery))
+        assert isinstance(delivery, EvalDelivery)
+        out.append(delivery)
+    return out
+
+
+def tokens(client: redis.Redis) -> dict[str, str]:
+    """The fencing hash the leader's commit script reads: eval id -> outstanding token."""
+    return {k.decode(): v.decode() for k, v in client.hgetall(NAMES.tokens_key).items()}
+
+
+def settle(client: redis.Redis, delivery: EvalDelivery, outcome: AckOutcome) -> None:
+    ack = EvalAck(delivery.eval.id, delivery.token, outcome, "worker-1")
+    StreamBus(client).publish(NAMES.acks, [("EvalAck", ack)])
+
+
+def poll_until(broker: BrokerService, done: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        broker.poll_once()
+
+
+def wait_for(done: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
+
+
+def test_evals_from_the_log_go_out_up_to_capacity_each_with_its_token(
+    client: redis.Redis,
+) -> None:
+    leader = new_leader(client)
+    first, index = register(leader, "a")
+    second, _ = register(leader, "b")
+    broker = new_broker(client, capacity=1)  # the log so far feeds it on start
+
+    assert broker.poll_once()
+    (d1,) = delivered(client)
+    assert d1.eval.id in (first, second) and d1.eval.status is EvalStatus.PENDING
+    assert d1.wait_index >= index
+    assert tokens(client) == {d1.eval.id: d1.token}
+    broker.poll_once()
+    assert len(delivered(client)) == 1  # one in flight: the capacity
+
+    settle(client, d1, AckOutcome.ACK)
+    broker.poll_once()
+    _, d2 = delivered(client)
+    assert {d1.eval.id, d2.eval.id} == {first, second}
+    # The acked eval's token is gone (nothing of it may commit any more); the new one is in.
+    assert tokens(client) == {d2.eval.id: d2.token}
+    assert broker.stats["acked"] == 1 and broker.stats["delivered"] == 2
+
+
+def test_a_nacked_eval_comes_back_under_a_new_token_that_fences_out_the_old_one(
+    client: redis.Redis,
+) -> None:
+    leader = new_leader(client)
+    eval_id, _ = register(leader, "a")
+    broker = new_broker(client)
+    broker.poll_once()
+    (d1,) = delivered(client)
+
+    settle(client, d1, AckOutcome.NACK)
+    poll_until(broker, lambda: len(delivered(client)) == 2)  # after Nomad's 1 s nack delay
+    d2 = delivered(client)[1]
+    assert d2.eval.id == eval_id and d2.token != d1.token
+    assert tokens(client) == {eval_id: d2.token}
+    assert broker.stats["nacked"] == 1
+
+    # The leader fences on what the broker wrote: the old delivery can no longer commit.
+    final = leader.store.eval(eval_id)
+    assert final is not None
+    update = LeaderRequest(
+        RequestKind.UPDATE_EVALS,
+        request_id="late",
+        evals=(final,),
+        fence_eval_id=eval_id,
+        fence_token=d1.token,
+    )
+    refused = leader.handle(update)
+    assert not refused.ok and refused.error == STALE_TOKEN
+    accepted = leader.handle(replace(update, request_id="current", fence_token=d2.token))
+    assert accepted.ok
+
+    # A late ack under the old token is counted and harmless: the new token stays.
+    settle(client, d1, AckOutcome.ACK)
+    poll_until(broker, lambda: broker.stats["stale_acks"] == 1)
+    assert tokens(client) == {eval_id: d2.token} and broker.stats["acked"] == 0
+
+
+def test_an_unacked_delivery_times_out_and_is_redelivered_under_a_new_token(
+    client: redis.Redis,
+) -> None:
+    leader = new_leader(client)
+    eval_id, _ = register(leader, "a")
+    broker = new_broker(client, nack_timeout_s=0.2)
+    broker.poll_once()
+    poll_until(broker, lambda: len(delivered(client)) == 2)  # nobody acks: the timer nacks
+    d1, d2 = delivered(client)
+    assert d1.eval.id == d2.eval.id == eval_id and d1.token != d2.token
+    assert tokens(client) == {eval_id: d2.token}
+
+
+def test_an_eval_past_its_delivery_limit_is_failed_through_the_leader(
+    client: redis.Redis,
+) -> None:
+    leader = new_leader(client)
+    eval_id, _ = register(leader, "a")
+    broker = new_broker(client, delivery_limit=1)
+    broker.poll_once()
+    (d1,) = delivered(client)
+    settle(client, d1, AckOutcome.NACK)
+    broker.poll_once()  # the nack reaches the limit: failed, and the write goes out
+
+    assert leader.poll_once() == 1  # the broker's request, applied by the leader
+    failed = leader.store.eval(eval_id)
+    assert failed is not None and failed.status is EvalStatus.FAILED
+    follow_up = leader.store.eval(failed.next_eval)
+    assert follow_up is not None and follow_up.status is EvalStatus.PENDING
+    assert follow_up.previous_eval == eval_id
+    assert follow_up.triggered_by is TriggeredBy.FAILED_FOLLOW_UP
+    assert follow_up.wait_until > 0  # Nomad's follow-up delay, not at once
+    assert len(delivered(client)) == 1  # never delivered again
+    # The failed eval's last token is gone: the worker that still holds it cannot commit.
+    assert eval_id not in tokens(client)
+
+
+def test_a_restarted_broker_redelivers_what_was_in_flight_under_a_new_token(
+    client: redis.Redis,
+) -> None:
+    leader = new_leader(client)
+    eval_id, _ = register(leader, "a")
+    first = new_broker(client)
+    first.poll_once()
+    (d1,) = delivered(client)
+
+    second = new_broker(client)  # the first died with d1 unacked: rebuilt from the log
+    second.poll_once()
+    d2 = delivered(client)[1]
+    assert d2.eval.id == eval_id and d2.token != d1.token
+    assert tokens(client) == {eval_id: d2.token}
+
+
+def test_the_running_broker_follows_the_log_as_it_grows(client: redis.Redis) -> None:
+    leader = new_leader(client)
+    broker = new_broker(client)
+    stop = threading.Event()
+    loop = threading.Thread(target=broker.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        eval_id, _ = register(leader, "late")  # committed after the broker started
+        wait_for(lambda: len(delivered(client)) == 1)
+        (delivery,) = delivered(client)
+        assert delivery.eval.id == eval_id
+        settle(client, delivery, AckOutcome.ACK)
+        wait_for(lambda: broker.stats["acked"] == 1 and not tokens(client))
+    finally:
+        stop.set()
+        loop.join(timeout=30)
+    assert not loop.is_alive()

@@ -1,0 +1,172 @@
+"""`drover node|alloc|eval|fleet ...`: against a drover cluster in process (three simulated
+nodes, real scheduling, real HTTP) for what the commands do, and against a canned server for
+the request bodies they send and the tables of answers a small cluster never gives."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+Cli = Callable[..., tuple[int, str, str]]
+NODE_A = "0a1b2c3d-0000-4000-8000-000000000001"
+
+
+def as_json(cli: Cli, *argv: str) -> Any:
+    code, out, err = cli(*argv)
+    assert code == 0, err
+    return orjson.loads(out)
+
+
+def test_node_status_lists_nodes_and_shows_one_by_name_or_unique_prefix(agent_cli: Cli) -> None:
+    code, out, _ = agent_cli("node", "status")
+    header, *rows = out.splitlines()
+    assert code == 0 and header.split() == [
+        *("ID", "Node", "Pool", "DC", "Name", "Class", "Drain", "Eligibility", "Status"),
+    ]
+    names = sorted(row.split()[3] for row in rows)
+    assert names == ["sim-0000", "sim-0001", "sim-0002"]
+    for row in rows:
+        short_id, pool, dc, _name, cls, *_ = row.split()
+        assert len(short_id) == 8 and (pool, dc, cls) == ("default", "dc1", "<none>")
+
+    node = as_json(agent_cli, "node", "status", "-json", "sim-0001")["Node"]
+    code, by_name, _ = agent_cli("node", "status", "sim-0001")
+    code, by_prefix, _ = agent_cli("node", "status", node["ID"][:6])
+    assert code == 0 and by_name == by_prefix
+    assert f"ID          = {node['ID']}\n" in by_name
+    assert "CPU         = 4000 MHz\n" in by_name and "Memory      = 8192 MiB\n" in by_name
+    assert "\nAllocations\n" in by_name
+
+    code, _, err = agent_cli("node", "status", "no-such-node")
+    assert (code, err) == (1, 'drover: no node with ID prefix "no-such-node"\n')
+
+
+def test_drain_and_eligibility_take_exactly_one_of_enable_and_disable(agent_cli: Cli) -> None:
+    for argv in (("drain", "sim-0002"), ("eligibility", "-enable", "-disable", "sim-0002")):
+        code, _, err = agent_cli("node", *argv)
+        assert (code, err) == (1, "drover: exactly one of -enable and -disable is required\n")
+
+    code, out, _ = agent_cli("node", "drain", "-enable", "-deadline", "5", "sim-0002")
+    assert code == 0 and re.match(r'Node "[0-9a-f]{8}" drain strategy enabled\n', out)
+    # Draining makes the node ineligible (and it stays so once the drain completes).
+    node = as_json(agent_cli, "node", "status", "-json", "sim-0002")["Node"]
+    assert node["SchedulingEligibility"] == "ineligible"
+
+    code, out, _ = agent_cli("node", "drain", "-disable", "sim-0002")
+    assert code == 0 and out.endswith("drain strategy disabled\n")
+    node = as_json(agent_cli, "node", "status", "-json", "sim-0002")["Node"]
+    assert node["Drain"] is False and node["SchedulingEligibility"] == "eligible"
+
+
+def test_eval_and_alloc_status_resolve_prefixes_and_show_their_fields(
+    agent_cli: Cli, tmp_path: Path
+) -> None:
+    spec = tmp_path / "shown.nomad"
+    spec.write_text(
+        'job "shown" {\n  datacenters = ["dc1"]\n  group "g" {\n    count = 1\n'
+        '    task "t" {\n      driver = "mock"\n      config { run_for = "1h" }\n'
+        "      resources {\n        cpu    = 250\n        memory = 96\n      }\n    }\n  }\n}\n"
+    )
+    code, out, _ = agent_cli("job", "run", str(spec))
+    assert code == 0, out
+    status = as_json(agent_cli, "job", "status", "-json", "shown")
+    (alloc,) = status["Allocations"]
+    eval_id = alloc["EvalID"]
+
+    code, out, _ = agent_cli("eval", "status", eval_id[:8])
+    assert code == 0 and f"ID                 = {eval_id}\n" in out
+    for line in (
+        "Status             = complete",
+        "TriggeredBy        = job-register",
+        "Job ID             = shown",
+        "Placement Failures = false",
+        "Blocked Eval       = <none>",
+    ):
+        assert line + "\n" in out
+    code, out, _ = agent_cli("eval", "list")
+    (row,) = [r for r in out.splitlines() if r.startswith(eval_id[:8])]
+    assert row.split()[1:] == ["50", "job-register", "shown", "<none>", "complete", "false"]
+
+    code, out, _ = agent_cli("alloc", "status", alloc["ID"][:8])
+    assert code == 0 and f"ID                  = {alloc['ID']}\n" in out
+    for line in (
+        f"Eval ID             = {eval_id[:8]}",
+        "Job ID              = shown",
+        "Desired Status      = run",
+        "CPU                 = 250 MHz",
+        "Memory              = 96 MiB",
+    ):
+        assert line + "\n" in out
+    code, _, err = agent_cli("alloc", "status", "zzzz")
+    assert (code, err) == (1, 'drover: no alloc with ID prefix "zzzz"\n')
+
+
+def test_fleet_files_are_checked_before_sending_and_a_refusal_names_the_file(
+    cli: Cli, agent_cli: Cli, canned: Any, tmp_path: Path
+) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("nodes: [1,\n")
+    listed = tmp_path / "listed.yaml"
+    listed.write_text("- type: fleet\n")
+    for path, message in (
+        (tmp_path / "missing.yaml", f"{tmp_path / 'missing.yaml'}: No such file or directory"),
+        (broken, f"{broken}: invalid YAML: "),
+        (listed, f"{listed}: expected a fleet mapping (type: fleet, name: ..., nodes: N)"),
+    ):
+        code, _, err = cli("-address", canned.address, "fleet", "apply", str(path))
+        assert code == 1 and err.startswith(f"drover: {message}") and err.count("\n") == 1
+    assert canned.requests == []  # nothing went out
+
+    good = tmp_path / "good.yaml"
+    good.write_text("type: fleet\nname: extra\nnodes: 2\nresources: {cpu: 2, memory: 4GB}\n")
+    code, _, err = agent_cli("fleet", "apply", str(good))  # this agent hosts no fleets
+    assert code == 1
+    assert err == (
+        f"drover: {good}: POST /v1/fleets: 400 this agent hosts no simulated fleets "
+        "(started without Ray)\n"
+    )
+    assert agent_cli("fleet", "status")[:2] == (0, "No fleets declared\n")
+
+
+def test_drain_bodies_and_the_tables_of_canned_answers(cli: Cli, canned: Any) -> None:
+    canned.answer("GET", "/v1/nodes", [{"ID": NODE_A, "Name": "big-0"}])
+    canned.answer("POST", f"/v1/node/{NODE_A}/drain", {"EvalIDs": ["e0e1e2e3-aaaa"]})
+    code, out, _ = cli(
+        "-address", canned.address, "node", "drain", "-enable", "-deadline", "1.5",
+        "-ignore-system", "0a1b",
+    )  # fmt: skip
+    assert code == 0
+    assert out == (
+        'Node "0a1b2c3d" drain strategy enabled\n'
+        '    Evaluation "e0e1e2e3" migrates its allocations\n'
+    )
+    assert cli("-address", canned.address, "node", "drain", "-disable", "big-0")[0] == 0
+    lookup, enable, _, disable = canned.requests
+    assert lookup.query == {"prefix": "0a1b", "namespace": "*"}
+    assert enable.body == {
+        "NodeID": NODE_A,
+        "DrainSpec": {"Deadline": 1_500_000_000, "IgnoreSystemJobs": True},
+        "MarkEligible": False,
+    }
+    assert disable.body == {"NodeID": NODE_A, "DrainSpec": None, "MarkEligible": True}
+
+    canned.answer("GET", "/v1/allocations", [{"ID": "a1"}, {"ID": "a2"}])
+    code, _, err = cli("-address", canned.address, "alloc", "status", "a")
+    assert (code, err) == (1, 'drover: alloc prefix "a" is ambiguous: 2 matches\n')
+
+    canned.answer("GET", "/v1/evaluations", [])
+    assert cli("-address", canned.address, "eval", "list")[:2] == (0, "No evals found\n")
+    fleet = {
+        **{"Name": "gpu", "Nodes": 4, "Ready": 3, "Down": 1, "CPU": 32000, "MemoryMB": 131072},
+        **{"GPUs": 16, "GPUModel": "A100", "Datacenter": "dc2", "NodeClass": "", "Allocs": 7},
+    }
+    canned.answer("GET", "/v1/fleets", [fleet])
+    code, out, _ = cli("-address", canned.address, "fleet", "status")
+    assert out.splitlines() == [
+        "Name  Nodes  Ready  Down  CPU        Memory      GPUs     DC   Class   Allocs",
+        "gpu   4      3      1     32000 MHz  131072 MiB  16 A100  dc2  <none>  7",
+    ]

@@ -1,0 +1,175 @@
+"""`drover job ...` against a drover cluster in process (real scheduling, real HTTP): the
+monitor's output and exit codes (placed, placement failures), `job plan`'s exit codes and the
+`-check-index` it suggests, warnings, and the text of reads the HTTP tests do not look at.
+(`tests/launch/test_http_api.py` covers -preserve-counts, revert, history and the 409.)"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+
+Cli = Callable[..., tuple[int, str, str]]
+SHORT = r'"[0-9a-f]{8}"'
+DATE = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
+
+
+def job_file(
+    tmp_path: Path, job_id: str, *, count: int = 2, cpu: int = 100, extra: str = ""
+) -> str:
+    path = tmp_path / f"{job_id}.nomad"
+    path.write_text(
+        f"""
+job "{job_id}" {{
+  datacenters = ["dc1"]
+  group "g" {{
+    count = {count}
+    task "t" {{
+      driver = "mock"
+      config {{ run_for = "1h" }}
+      {extra}
+      resources {{
+        cpu    = {cpu}
+        memory = 64
+      }}
+    }}
+  }}
+}}
+"""
+    )
+    return str(path)
+
+
+def wait_for_eval(cli: Cli, eval_id: str, timeout_s: float = 60.0) -> dict[str, object]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        code, out, _ = cli("eval", "status", "-json", eval_id)
+        assert code == 0
+        evaluation: dict[str, object] = orjson.loads(out)
+        if evaluation["Status"] == "complete":
+            return evaluation
+        assert time.monotonic() < deadline, f"eval {eval_id} still {evaluation['Status']}"
+        time.sleep(0.05)
+
+
+def detached_eval(out: str) -> str:
+    match = re.search(r"Evaluation ID: ([0-9a-f-]{36})", out)
+    assert match is not None, out
+    return match.group(1)
+
+
+def test_run_monitors_the_eval_and_its_allocations_until_they_run(
+    agent_cli: Cli, tmp_path: Path
+) -> None:
+    code, out, err = agent_cli("job", "run", job_file(tmp_path, "placed"))
+    assert (code, err) == (0, "")
+    lines = out.splitlines()
+    assert re.fullmatch(rf"==> Monitoring evaluation {SHORT}", lines[0])
+    assert lines[1] == '    Evaluation triggered by job "placed"'
+    created = [line for line in lines if "created: node" in line]
+    assert len(created) == 2
+    assert all(
+        re.fullmatch(rf'    Allocation {SHORT} created: node {SHORT}, group "g"', line)
+        for line in created
+    )
+    assert re.search(rf'==> Evaluation {SHORT} finished with status "complete"\n', out)
+    assert lines[-1] == "    Allocations: 2 running"  # followed until none is pending
+
+    code, out, _ = agent_cli("job", "status", "placed")
+    assert code == 0
+    head, summary, allocs = out.split("\n\n")
+    assert re.search(r"^ID +  = placed$", head, re.M)
+    assert re.search(rf"^Submit Date = {DATE}$", head, re.M)
+    assert summary.splitlines()[1:] == [
+        "Task Group  Queued  Starting  Running  Failed  Complete  Lost  Unknown",
+        "g           0       0         2        0       0         0     0",
+    ]
+    rows = allocs.splitlines()[2:]
+    assert len(rows) == 2 and all(row.split()[2:6] == ["g", "0", "run", "running"] for row in rows)
+
+    code, out, _ = agent_cli("job", "status")
+    header, *rows = out.splitlines()
+    assert header.split() == ["ID", "Type", "Priority", "Status", "Submit", "Date"]
+    (row,) = [r for r in rows if r.startswith("placed ")]
+    assert row.split()[1:4] == ["service", "50", "running"] and re.search(DATE, row)
+    # Columns are aligned: every row's Type starts under the header's.
+    assert all(r.index(r.split()[1]) == header.index("Type") for r in rows)
+
+
+def test_a_run_that_cannot_place_says_why_and_exits_2(agent_cli: Cli, tmp_path: Path) -> None:
+    too_big = job_file(tmp_path, "huge", cpu=100_000)
+    code, out, _ = agent_cli("job", "run", too_big)
+    assert code == 2
+    assert 'finished with status "complete" but failed to place all allocations:' in out
+    assert '    Task Group "g" (failed to place allocations):' in out
+    assert '      * Dimension "cpu" exhausted on 3 nodes' in out
+    assert re.search(rf"    Evaluation {SHORT} waiting for additional capacity", out)
+    assert "Allocations:" not in out  # nothing placed, nothing to follow
+
+    code, out, _ = agent_cli("job", "plan", too_big)
+    assert code == 1  # Nomad's: allocations would be created (or fail)
+    assert "- WARNING: Failed to place all allocations." in out
+    assert '  Task Group "g" (failed to place allocations):' in out
+
+
+def test_plan_exits_0_when_nothing_changes_and_its_check_index_guards_the_run(
+    agent_cli: Cli, tmp_path: Path
+) -> None:
+    path = job_file(tmp_path, "planned")
+    code, out, _ = agent_cli("job", "run", "-detach", path)
+    assert code == 0 and out.startswith("Job registration successful\n")
+    wait_for_eval(agent_cli, detached_eval(out))
+
+    code, out, _ = agent_cli("job", "plan", path)
+    assert code == 0, out
+    assert '    Task Group: "g" (2 ignore)' in out
+    assert "- All tasks successfully allocated." in out
+
+    path = job_file(tmp_path, "planned", count=3)
+    code, out, _ = agent_cli("job", "plan", path)
+    assert code == 1 and '+/- Job: "planned"' in out
+    assert '    Task Group: "g" (1 create, 2 in-place update)' in out
+    index = re.search(r"Job Modify Index: (\d+)", out)
+    assert index is not None and f"drover job run -check-index {index[1]} {path}" in out
+    code, out, err = agent_cli("job", "run", "-detach", "-check-index", index[1], path)
+    assert (code, err) == (0, "")
+    wait_for_eval(agent_cli, detached_eval(out))
+    code, out, _ = agent_cli("job", "inspect", "planned")
+    assert orjson.loads(out)["Job"]["TaskGroups"][0]["Count"] == 3
+    # The job moved on since that plan: the same index is now refused.
+    code, _, err = agent_cli("job", "run", "-detach", "-check-index", index[1], path)
+    assert code == 1 and "409" in err and err.count("\n") == 1
+
+
+def test_missing_versions_events_and_jobs_are_one_line_errors_or_empty_reads(
+    agent_cli: Cli, tmp_path: Path
+) -> None:
+    code, out, _ = agent_cli("job", "run", "-detach", job_file(tmp_path, "brief"))
+    assert code == 0
+    code, out, _ = agent_cli("job", "scaling-events", "brief")
+    assert (code, out) == (0, 'No scaling events found for job "brief"\n')
+    code, _, err = agent_cli("job", "inspect", "-version", "7", "brief")
+    assert (code, err) == (1, 'drover: job "brief" has no version 7\n')
+    code, out, _ = agent_cli("job", "status", "-namespace", "nowhere")
+    assert (code, out) == (0, "No running jobs\n")
+
+    code, out, _ = agent_cli("job", "stop", "-purge", "-detach", "brief")
+    assert code == 0 and detached_eval(out)
+    code, _, err = agent_cli("job", "status", "brief")
+    assert code == 1 and err.count("\n") == 1 and "404" in err  # purged: gone
+
+
+def test_blocks_drover_does_not_model_are_run_with_a_warning(
+    agent_cli: Cli, tmp_path: Path
+) -> None:
+    template = 'template {\n        data        = "x"\n        destination = "local/x"\n      }'
+    path = job_file(tmp_path, "warned", extra=template)
+    code, _, err = agent_cli("job", "run", "-detach", path)
+    assert code == 0
+    assert err == (
+        f'drover: warning: {path}: job "warned" > group "g" > task "t": '
+        '"template" is not supported by drover yet and was ignored\n'
+    )
