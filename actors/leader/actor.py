@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from actors.leader.service import LeaderService
 from actors.runtime.shell import ServiceShell, actor_telemetry
 from actors.state import StateSnapshot
 from actors.streams.client import connect
 from actors.streams.names import StreamNames
 from contracts import Allocation, Evaluation, Job, Node
-from contracts.messages import LeaderRequest, LeaderResponse
+from contracts.messages import LeaderRequest, LeaderResponse, PlanSubmission
 
 
 class LeaderActor(ServiceShell):
@@ -34,6 +36,19 @@ class LeaderActor(ServiceShell):
     def request(self, request: LeaderRequest) -> LeaderResponse:
         response: LeaderResponse = self.service.submit(request)
         return response
+
+    # The plan hold: a failpoint that forces concurrent plans (see LeaderService.hold_plans).
+
+    def hold_plans(self, count: int, timeout_s: float, job_ids: Sequence[str] = ()) -> None:
+        self.service.hold_plans(count, timeout_s, job_ids)
+
+    def release_plans(self) -> int:
+        released: int = self.service.release_plans()
+        return released
+
+    def held_plans(self) -> list[PlanSubmission]:
+        held: list[PlanSubmission] = self.service.held_plans()
+        return held
 
     # Reads come from a snapshot: the store belongs to the service's thread.
 

@@ -8,6 +8,9 @@ an in-process queue, so there is never a second writer.
 
 On start it takes a new term (fencing out any older leader) and rebuilds its store from the
 log before serving.
+
+`hold_plans` is a failpoint for tests: it holds the next plans back and applies them together,
+the one way to make concurrent plans collide (or keep a plan in flight) on every run.
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis
 from opentelemetry.trace import INVALID_SPAN, Span
@@ -36,7 +39,7 @@ from actors.state import StateStore
 from actors.streams import GroupConsumer, StreamBus
 from actors.streams.envelope import registry_of
 from actors.streams.names import LEADER_GROUP, StreamNames
-from contracts import PlanResult
+from contracts import Plan, PlanResult
 from contracts.messages import (
     LeaderRequest,
     LeaderResponse,
@@ -64,6 +67,25 @@ class LeaderStats:
     stale_plans: int = 0
     requests: int = 0
     placed: int = 0  # new allocations committed by plans
+    held_plans: int = 0  # plans held back by `hold_plans` (a test failpoint)
+
+
+@dataclass
+class _PlanHold:
+    """The plans `hold_plans` gathers, and when it lets them go."""
+
+    count: int
+    deadline: float  # time.monotonic()
+    job_ids: frozenset[str]
+    held: list[tuple[PlanSubmission, Mapping[str, str]]] = field(default_factory=list)
+    released: bool = False
+
+    def takes(self, plan: Plan) -> bool:
+        full = self.released or len(self.held) >= self.count
+        return not full and (not self.job_ids or plan.job_id in self.job_ids)
+
+    def due(self, now: float) -> bool:
+        return self.released or len(self.held) >= self.count or now >= self.deadline
 
 
 class LeaderService:
@@ -92,6 +114,8 @@ class LeaderService:
         # request re-read after a restart is answered, not applied again.
         self.applied: OrderedDict[str, int] = OrderedDict()
         self._inbox: queue.Queue[tuple[LeaderRequest, Future[LeaderResponse]]] = queue.Queue()
+        self._hold: _PlanHold | None = None
+        self._hold_lock = threading.Lock()  # hold_plans & co. are called from other threads
         self._consumer = GroupConsumer(
             self.bus,
             names.requests,
@@ -133,6 +157,7 @@ class LeaderService:
 
     def poll_once(self) -> int:
         handled = self._consumer.poll_once()
+        handled += self._apply_held_if_due()  # released, or its deadline passed
         handled += self._drain_inbox()
         expired = self.heartbeats.expired(time.monotonic())
         if expired:
@@ -176,9 +201,11 @@ class LeaderService:
         for _message_id, _type, message, trace in batch:
             traces[id(message)] = trace
             if isinstance(message, PlanSubmission):
-                plans.push(message.plan, message)
+                if not self._hold_plan(message, trace):
+                    plans.push(message.plan, message)
             elif isinstance(message, LeaderRequest):
                 (waited if message.reply_to else others).append(message)
+        self._apply_held_if_due()  # they came first
         while (item := plans.pop()) is not None:
             _plan, submission = item
             self._apply_plan(submission, traces.get(id(submission), {}))
@@ -187,6 +214,68 @@ class LeaderService:
             self.bus.publish(request.reply_to, [("LeaderResponse", response)])
         for request in others:
             self.handle(request, traces.get(id(request), {}))
+
+    # -- the plan hold (a failpoint for tests) ----------------------------------------------
+
+    def hold_plans(self, count: int, timeout_s: float, job_ids: Collection[str] = ()) -> None:
+        """Hold the next `count` plan submissions (of `job_ids` only, if given) without
+        applying them, then apply them together in plan-queue order. Each of them was thus
+        computed on state that lacks the others' commits, exactly as when workers plan
+        concurrently: this is how tests force plans to collide, or keep a plan in flight
+        while its worker is killed. Nothing else waits: requests and other plans flow on,
+        and a worker whose plan is held waits for its answer as it would for a slow leader.
+        The hold ends when `count` plans are held, at `release_plans()`, or `timeout_s`
+        after this call, so it never stalls a worker for long. Held plans live in this
+        process only: a leader that dies holding them loses them (their workers time out and
+        nack, as for any lost answer). Not for production use."""
+        if count < 1 or timeout_s <= 0:
+            raise ValueError("hold_plans needs count >= 1 and timeout_s > 0")
+        with self._hold_lock:
+            if self._hold is not None:
+                raise RuntimeError("plans are already held")
+            self._hold = _PlanHold(count, time.monotonic() + timeout_s, frozenset(job_ids))
+
+    def release_plans(self) -> int:
+        """End the hold now (the loop applies the held plans on its next turn); returns how
+        many plans were held."""
+        with self._hold_lock:
+            if self._hold is None:
+                return 0
+            self._hold.released = True
+            return len(self._hold.held)
+
+    def held_plans(self) -> list[PlanSubmission]:
+        """The plans held right now, in the order they came."""
+        with self._hold_lock:
+            return [submission for submission, _ in self._hold.held] if self._hold else []
+
+    def _hold_plan(self, submission: PlanSubmission, trace: Mapping[str, str]) -> bool:
+        with self._hold_lock:
+            hold = self._hold
+            if hold is None or not hold.takes(submission.plan):
+                return False
+            hold.held.append((submission, trace))
+        self.stats.held_plans += 1
+        return True
+
+    def _apply_held_if_due(self) -> int:
+        with self._hold_lock:
+            hold = self._hold
+            if hold is None or not hold.due(time.monotonic()):
+                return 0
+            self._hold = None
+        plans: PlanQueue[tuple[PlanSubmission, Mapping[str, str]]] = PlanQueue()
+        for submission, trace in hold.held:
+            plans.push(submission.plan, (submission, trace))
+        while (item := plans.pop()) is not None:
+            _plan, (submission, trace) = item
+            try:
+                self._apply_plan(submission, trace)
+            except (NotLeaderError, redis.ConnectionError):
+                raise
+            except Exception:  # as if its answer were lost: the worker times out and nacks
+                log.exception("held plan of eval %s failed", submission.plan.eval_id)
+        return len(hold.held)
 
     # -- decisions -----------------------------------------------------------------------------
 
@@ -340,6 +429,10 @@ class LeaderService:
             if outcome.reason.startswith("token:"):
                 return None
             # The log moved under us (it should not while we hold the term): catch up, retry.
+            # What was committed meanwhile is remembered too, so that its requests are
+            # answered, not applied again, if they come here.
             for entry in self.durable.entries_after(self.store.latest_index()):
                 self.store.apply(entry)
+                self._remember(entry)
+            self.stats.index = self.store.latest_index()
         raise RuntimeError("could not commit after catching up with the log three times")

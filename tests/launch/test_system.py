@@ -1,7 +1,10 @@
 """The running system: real Ray actors over a real Redis (embedded), no fakes.
 
-One system serves the module; scenarios use separate node pools so they don't interfere.
-Tests run in file order; the leader-restart test comes last.
+One system serves the module; scenarios use separate node pools and job names so they don't
+interfere, and each leaves the system as it found it (every worker up, no plans held), so the
+tests pass alone and in any order: the leader restart too, since a restarted leader is the
+same system. Collisions and redelivery are forced, not awaited: the leader's plan hold (a
+failpoint, `LeaderActor.hold_plans`) keeps plans in flight until the test has what it needs.
 """
 
 from __future__ import annotations
@@ -10,14 +13,17 @@ import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import ray
+import redis
 
 from actors.agent.core import FleetSpec
+from actors.leader.service import STALE_TOKEN
 from actors.streams import StreamBus
 from actors.streams.client import connect
-from actors.streams.envelope import decode_message, registry_of
+from actors.streams.envelope import BadMessage, decode_message, registry_of
 from actors.streams.names import StreamNames
 from bench.core import overcommitted as audit_overcommitted
 from contracts import (
@@ -31,7 +37,7 @@ from contracts import (
     TaskGroup,
     UpdateStrategy,
 )
-from contracts.messages import DeadLetter
+from contracts.messages import DeadLetter, EvalAck, EvalDelivery, PlanResponse
 from launch.system import DroverClient, DroverSystem, SystemConfig
 
 
@@ -59,6 +65,14 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DroverSystem]:
 @pytest.fixture(scope="module")
 def client(system: DroverSystem) -> DroverClient:
     return system.client()
+
+
+@pytest.fixture(scope="module")
+def store(system: DroverSystem) -> Iterator[redis.Redis]:
+    """The system's Redis, to read its streams as they are."""
+    r = connect(system.redis_url)
+    yield r
+    r.close()
 
 
 def job(
@@ -94,6 +108,17 @@ def wait_until(predicate, timeout_s: float = 30.0, what: str = "condition"):  # 
             return value
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def messages(store: redis.Redis, stream: str, kind: type) -> list[Any]:
+    """Every message of `kind` on `stream`, oldest first (garbage other tests wrote skipped)."""
+    found = []
+    for _id, fields in store.xrange(stream):
+        try:
+            found.append(decode_message(fields, registry_of(kind))[1])
+        except BadMessage:
+            continue
+    return found
 
 
 def overcommitted(system: DroverSystem) -> list[str]:
@@ -136,45 +161,41 @@ def test_rolling_update_replaces_allocations_max_parallel_at_a_time(client: Drov
 
 
 def test_concurrent_plans_collide_and_every_job_is_placed_or_blocked(
-    system: DroverSystem, client: DroverClient
+    system: DroverSystem, client: DroverClient, store: redis.Redis
 ) -> None:
-    """Two workers, a crowded pool and six 40-allocation jobs submitted at once: each worker
-    plans on its own replica while the other's plan is in flight, both pick the fullest nodes
-    (bin packing), and the leader partially rejects whichever plan comes second; its worker
-    refreshes and retries. The pool holds 200 allocations of the 240 asked for. If the
-    workers' timing kept every plan apart, the round's jobs are stopped and another goes."""
+    """Two workers, two 120-allocation jobs on an empty pool of 200 slots (20 nodes of ten):
+    the leader holds the first plan until the second is in, so both were computed on the same
+    snapshot, and applies them together. Each fits alone, both cannot: the second applied is
+    partially rejected, on every run, and its worker refreshes and retries. The pool ends
+    exactly full; what did not fit is blocked."""
+    ids = ["crowd-a", "crowd-b"]
     before = ray.get(system.leader.stats.remote())
-    for round_ in range(4):
-        ids = [f"crowd-{round_}-{i}" for i in range(6)]
-        client.run_jobs([job(job_id, 40, "crowd", cpu=400, mem=256) for job_id in ids])
+    refreshes_before = sum(ray.get(w.stats.remote())["refreshes"] for w in system.workers)
+    ray.get(system.leader.hold_plans.remote(2, 60.0, ids))
+    try:
+        client.run_jobs([job(job_id, 120, "crowd", cpu=400, mem=256) for job_id in ids])
 
-        def settled(ids: list[str] = ids) -> bool:
+        def settled() -> bool:
             for job_id in ids:
                 evals = ray.get(system.leader.evals_by_job.remote("default", job_id))
                 if not evals or any(e.status is EvalStatus.PENDING for e in evals):
                     return False
             return True
 
-        wait_until(settled, timeout_s=60, what="every eval settled")
-        after = ray.get(system.leader.stats.remote())
-        collisions = after["partial_plans"] - before["partial_plans"]
-        if collisions:
-            break
-        for job_id in ids:
-            client.stop_job(job_id)
-
-        def freed(ids: list[str] = ids) -> bool:
-            return all(a.server_terminal() for j in ids for a in client.allocs(j))
-
-        wait_until(freed, timeout_s=60, what="the round's jobs stopped")
+        wait_until(settled, timeout_s=90, what="every eval settled")
+    finally:
+        ray.get(system.leader.release_plans.remote())  # a no-op once the two were applied
+    after = ray.get(system.leader.stats.remote())
+    assert after["held_plans"] - before["held_plans"] == 2, "both first plans were held"
+    collisions = after["partial_plans"] - before["partial_plans"]
     assert collisions >= 1, after
     refreshes = sum(ray.get(w.stats.remote())["refreshes"] for w in system.workers)
-    assert refreshes >= collisions  # every partially rejected plan was retried
+    assert refreshes - refreshes_before >= collisions  # every partially rejected plan retried
     placed = 0
     for job_id in ids:
         live = [a for a in client.allocs(job_id) if not a.terminal()]
         placed += len(live)
-        if len(live) < 40:
+        if len(live) < 120:
             evals = ray.get(system.leader.evals_by_job.remote("default", job_id))
             assert any(e.status is EvalStatus.BLOCKED for e in evals), job_id
     assert placed == 200  # the pool is exactly full
@@ -182,27 +203,33 @@ def test_concurrent_plans_collide_and_every_job_is_placed_or_blocked(
 
     # A worker acks an eval once the leader answered its final status, without waiting for
     # it; the last one of each worker is acked while the worker idles.
-    def answered() -> bool:
-        broker = ray.get(system.broker.stats.remote())
-        return broker["acked"] + broker["nacked"] == broker["delivered"]
+    names = StreamNames()
 
-    wait_until(answered, timeout_s=10, what="every delivery acked or nacked")
+    def answered() -> bool:
+        delivered = {
+            (d.eval.id, d.token)
+            for d in messages(store, names.deliveries, EvalDelivery)
+            if d.eval.job_id in ids
+        }
+        settled = {(a.eval_id, a.token) for a in messages(store, names.acks, EvalAck)}
+        return bool(delivered) and delivered <= settled
+
+    wait_until(answered, timeout_s=30, what="every delivery acked or nacked")
 
 
 def test_bad_stream_messages_go_to_dead_letter_and_consumers_go_on(
-    system: DroverSystem, client: DroverClient
+    client: DroverClient, store: redis.Redis
 ) -> None:
     names = StreamNames()
-    redis = connect(system.redis_url)
-    redis.xadd(names.requests, {b"t": b"LeaderRequest", b"b": b"{not json"})
-    redis.xadd(names.requests, {b"t": b"Bogus", b"b": b"{}"})
-    redis.xadd(names.acks, {b"garbage": b"1"})
-    redis.xadd(
+    store.xadd(names.requests, {b"t": b"LeaderRequest", b"b": b"{not json"})
+    store.xadd(names.requests, {b"t": b"Bogus", b"b": b"{}"})
+    store.xadd(names.acks, {b"garbage": b"1"})
+    store.xadd(
         names.requests, {b"t": b"LeaderRequest", b"b": b'{"Kind": "register-job", "RequestID": 7}'}
     )
 
     def dead_letters() -> list[DeadLetter]:
-        rows = StreamBus(redis).range(names.dead_letter)
+        rows = StreamBus(store).range(names.dead_letter)
         return [decode_message(r.fields, registry_of(DeadLetter))[1] for r in rows]  # type: ignore[misc]
 
     letters = wait_until(lambda: len(dead_letters()) >= 4 and dead_letters(), what="dead letters")
@@ -215,19 +242,62 @@ def test_bad_stream_messages_go_to_dead_letter_and_consumers_go_on(
     client.wait_for_allocs("after-garbage", count=2, timeout_s=30)
 
 
-def test_killed_worker_delivery_is_redelivered_without_duplicates(
-    system: DroverSystem, client: DroverClient
+def test_killed_worker_delivery_is_redelivered_and_its_late_plan_refused(
+    system: DroverSystem, client: DroverClient, store: redis.Redis
 ) -> None:
-    ids = [f"burst-{i}" for i in range(8)]
-    for job_id in ids:
-        client.run_job(job(job_id, 3, "e2e", cpu=100, mem=64))
-    ray.kill(system.workers[0], no_restart=False)  # dies mid-work; Ray restarts it
-    for job_id in ids:
-        allocs = client.wait_for_allocs(job_id, count=3, timeout_s=60)
-        assert sorted(a.name for a in allocs) == [f"{job_id}.g[{i}]" for i in range(3)]
-        live = [a for a in client.allocs(job_id) if not a.terminal()]
-        assert len(live) == 3  # no duplicate placements
+    """A worker dies with its plan in flight (held at the leader, so the kill certainly lands
+    mid-eval). The broker's nack timeout (3 s here) hands the eval to a worker again under a
+    new token; once that plan is in too, the hold ends: the dead worker's plan is refused as
+    stale, the redelivered one commits, and the job has its allocations once."""
+    names = StreamNames()
+    before = ray.get(system.leader.stats.remote())
+    delivered_before = ray.get(system.broker.stats.remote())["delivered"]
+    ray.get(system.leader.hold_plans.remote(100, 120.0, ["redelivered"]))
+    try:
+        eval_id = client.run_job(job("redelivered", 3, "e2e", cpu=100, mem=64)).eval_id
+        first = wait_until(
+            lambda: ray.get(system.leader.held_plans.remote()), what="the first plan held"
+        )[0]
+        victim = [names.plan_results(f"worker-{i}") for i in range(len(system.workers))].index(
+            first.reply_to
+        )
+        ray.kill(system.workers[victim], no_restart=False)  # mid-eval; Ray restarts it
+
+        def redelivered_plan() -> bool:
+            held = ray.get(system.leader.held_plans.remote())
+            return any(s.plan.eval_token != first.plan.eval_token for s in held)
+
+        wait_until(redelivered_plan, timeout_s=90, what="the redelivered eval's plan")
+    finally:
+        ray.get(system.leader.release_plans.remote())
+    allocs = client.wait_for_allocs("redelivered", count=3, timeout_s=60)
+    assert sorted(a.name for a in allocs) == [f"redelivered.g[{i}]" for i in range(3)]
+    assert len(client.allocs("redelivered")) == 3  # one plan committed: never a duplicate
+
+    def complete() -> bool:  # the final status, from whichever worker, reached the leader
+        evals = ray.get(system.leader.evals_by_job.remote("default", "redelivered"))
+        return bool(evals) and all(e.status is EvalStatus.COMPLETE for e in evals)
+
+    wait_until(complete, timeout_s=30, what="the redelivered eval complete")
+
+    # The broker did redeliver: more deliveries than evaluations, under distinct tokens.
+    evals = ray.get(system.leader.evals_by_job.remote("default", "redelivered"))
+    deliveries = [
+        d for d in messages(store, names.deliveries, EvalDelivery) if d.eval.id == eval_id
+    ]
+    assert len(deliveries) > len(evals) and len({d.token for d in deliveries}) >= 2
+    assert deliveries[0].token == first.plan.eval_token
+    assert ray.get(system.broker.stats.remote())["delivered"] - delivered_before >= 2
+    # ... and the dead worker's late plan was refused, answered on its reply stream.
+    assert ray.get(system.leader.stats.remote())["stale_plans"] > before["stale_plans"]
+    refused = [
+        r
+        for r in messages(store, first.reply_to, PlanResponse)
+        if r.eval_id == eval_id and r.attempt == first.attempt
+    ]
+    assert any(r.error == STALE_TOKEN for r in refused)
     assert overcommitted(system) == []
+    ray.get(system.workers[victim].ready.remote())  # back, for the tests that follow
 
 
 def test_killed_agent_nodes_go_down_and_allocs_are_replaced(

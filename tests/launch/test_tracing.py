@@ -3,31 +3,34 @@ every actor, plan conflicts with their attribution, the conflict report, spans f
 clean shutdown, and an exporter that fails never breaking scheduling.
 
 The actors export JSON lines into the data directory (the default without an OTLP endpoint);
-the test reads them back after asking every actor to flush.
+the test reads them back after asking every actor to flush. Plans are made to collide with the
+leader's plan hold (a failpoint), not by waiting for chance collisions. Each test starts its
+own system, so they pass alone and in any order.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import ray
 
 from actors.agent.core import FleetSpec
-from contracts import EvalStatus, Job, Resources, Task, TaskGroup
+from contracts import EvalStatus, Evaluation, Job, Resources, Task, TaskGroup
 from launch.cli import main as cli
 from launch.system import DroverSystem, SystemConfig
+from observability import SpanRecord, load_spans
 from observability import conventions as c
-from observability import load_spans
 from observability.conflicts import conflict_report
 from observability.waterfall import find_trace_for_eval
 
-ROUNDS = 4  # crowds submitted at most until two plans collide
+T = TypeVar("T")
 
 
-def crowd_job(job_id: str, count: int = 40) -> Job:
+def crowd_job(job_id: str, count: int = 120) -> Job:
     task = Task(
         name="t",
         driver="mock",
@@ -42,47 +45,68 @@ def crowd_job(job_id: str, count: int = 40) -> Job:
     )
 
 
-def settle(system: DroverSystem, job_ids: list[str], timeout_s: float = 60.0) -> list:
+def wait_until(predicate: Callable[[], T | None], what: str, timeout_s: float = 60.0) -> T:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        evals = [
-            e for j in job_ids for e in ray.get(system.leader.evals_by_job.remote("default", j))
-        ]
-        if len(evals) >= len(job_ids) and not any(e.status is EvalStatus.PENDING for e in evals):
-            return evals
+        value = predicate()
+        if value:
+            return value
         time.sleep(0.2)
-    raise AssertionError("evaluations did not settle")
+    raise AssertionError(f"timed out waiting for {what}")
 
 
-def collide(system: DroverSystem) -> tuple[list[str], list]:
-    """Submit six 40-allocation jobs at once to a pool that holds 200: the two workers plan
-    concurrently and the leader partially rejects a plan, unless the workers' timing kept
-    their plans apart; then the round's jobs are stopped (freeing the pool) and another
-    crowd goes. Returns the colliding round's job ids and evaluations."""
+def collide(system: DroverSystem) -> tuple[list[str], list[Evaluation]]:
+    """Two 120-allocation jobs on an empty pool of 200 slots (20 nodes of ten): the leader
+    holds the first plan until the other worker's is in (its plan hold, the failpoint that
+    makes plans concurrent), so both were computed on the same snapshot; each fits alone,
+    both cannot, and the second applied is partially rejected, on every run. Returns the
+    job ids and their evaluations, once settled."""
     client = system.client()
-    for round_ in range(ROUNDS):
-        jobs = [f"crowd-{round_}-{i}" for i in range(6)]
-        before = client.leader_stats()["partial_plans"]
-        client.run_jobs([crowd_job(job_id) for job_id in jobs])  # together: the plans collide
-        evals = settle(system, jobs)
-        if client.leader_stats()["partial_plans"] > before:
-            return jobs, evals
-        for job_id in jobs:
-            client.stop_job(job_id)
-        settle_stops(system, jobs)
-    raise AssertionError(f"no two plans collided in {ROUNDS} crowds")
+    jobs = ["crowd-a", "crowd-b"]
+    ray.get(system.leader.hold_plans.remote(2, 60.0, jobs))
+    try:
+        client.run_jobs([crowd_job(job_id) for job_id in jobs])
+
+        def settled() -> list[Evaluation] | None:
+            evals = [
+                e for j in jobs for e in ray.get(system.leader.evals_by_job.remote("default", j))
+            ]
+            done = len(evals) >= len(jobs) and all(
+                e.status is not EvalStatus.PENDING for e in evals
+            )
+            return evals if done else None
+
+        evals = wait_until(settled, "the evaluations to settle", timeout_s=90)
+    finally:
+        ray.get(system.leader.release_plans.remote())  # a no-op once both were applied
+    return jobs, evals
 
 
-def settle_stops(system: DroverSystem, job_ids: list[str], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        allocs = [
-            a for j in job_ids for a in ray.get(system.leader.allocs_by_job.remote("default", j))
-        ]
-        if all(a.server_terminal() for a in allocs):
-            return
-        time.sleep(0.2)
-    raise AssertionError("stopped jobs kept allocations")
+def spans_once_finished(
+    system: DroverSystem, telemetry: Path, evals: list[Evaluation]
+) -> list[SpanRecord]:
+    """Every span recorded so far, once the last ones of each evaluation are among them: the
+    worker's `eval.ack` (sent after the eval completed at the leader) and, where the eval
+    placed, the agents' `alloc.start` (recorded when they read the committed plan)."""
+    placing = {
+        a.eval_id
+        for job_id in {e.job_id for e in evals}
+        for a in ray.get(system.leader.allocs_by_job.remote("default", job_id))
+    }
+    complete = [e.id for e in evals if e.status is EvalStatus.COMPLETE]
+
+    def finished() -> list[SpanRecord] | None:
+        system.flush_telemetry()
+        spans = load_spans(telemetry)
+        for eval_id in complete:
+            names = {s.name for s in find_trace_for_eval(spans, eval_id)}
+            if c.SPAN_EVAL_ACK not in names:
+                return None
+            if eval_id in placing and c.SPAN_ALLOC_START not in names:
+                return None
+        return spans
+
+    return wait_until(finished, "every evaluation's last spans")
 
 
 @pytest.fixture
@@ -105,9 +129,8 @@ def test_one_trace_per_eval_crosses_every_actor_and_conflicts_are_attributed(
     client = system.client()
     jobs, evals = collide(system)
     stats = client.leader_stats()
-    time.sleep(0.5)  # the agents' last starts
-    system.flush_telemetry()
-    spans = load_spans(data_dir / "telemetry")
+    assert stats["held_plans"] == 2 and stats["partial_plans"] >= 1, stats
+    spans = spans_once_finished(system, data_dir / "telemetry", evals)
 
     for ev in evals:
         if ev.status is not EvalStatus.COMPLETE:
@@ -138,7 +161,6 @@ def test_one_trace_per_eval_crosses_every_actor_and_conflicts_are_attributed(
         if event.name == c.EVENT_NODE_REJECTED
     ]
     assert len(rejected) == stats["rejected_nodes"]
-    assert stats["partial_plans"] >= 1, "the crowded pool must make plans collide"
     eval_jobs = {e.id: e.job_id for e in evals}
     for span, event in rejected:
         assert span.name == c.SPAN_PLAN_APPLY
@@ -214,7 +236,11 @@ def test_a_failing_exporter_never_breaks_scheduling(
         client = system.client()
         client.run_job(crowd_job("exported", count=2))
         client.wait_for_allocs("exported", count=2, status="running")
-        time.sleep(0.5)  # exports have been attempted (and failed) meanwhile
+        # Exports have been attempted, and failed, while the system scheduled.
+        wait_until(
+            lambda: ray.get(system.leader.telemetry_stats.remote())["spans"].failures,
+            "a failed span export",
+        )
         client.run_job(crowd_job("still-going", count=2))
         client.wait_for_allocs("still-going", count=2, status="running")
     assert not (tmp_path / "telemetry").exists() or not list(

@@ -1,29 +1,27 @@
-"""The leader service on a real Redis: fenced commits, rebuild after restart, and requests
-applied exactly once even when they are delivered again or re-read by a new leader."""
+"""The leader service on a real Redis: fenced commits, rebuild after restart, requests
+applied exactly once even when they are delivered again or re-read by a new leader, and the
+plan hold that tests use to force concurrent plans. (Token and index fencing:
+test_fencing.py.)"""
 
 from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis
 
 from actors.leader.durable_log import DurableLog, NotLeaderError
 from actors.leader.service import LeaderService
-from actors.streams import StreamBus, connect
+from actors.streams import StreamBus
 from actors.streams.envelope import decode_message, registry_of
 from actors.streams.names import LEADER_GROUP, StreamNames
 from contracts import Evaluation, Job, Resources, Task, TaskGroup
-from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
+from contracts.messages import LeaderRequest, LeaderResponse, PlanResponse, RequestKind
 from contracts.state_log import LogEntry, UpsertEvals
-from launch.redis_server import EmbeddedRedis
 
 NAMES = StreamNames("svc")
-
-
-@pytest.fixture
-def client(redis_server: EmbeddedRedis) -> redis.Redis:
-    r = connect(redis_server.url)
-    r.flushall()
-    return r
 
 
 def job() -> Job:
@@ -131,3 +129,81 @@ def test_requests_someone_waits_on_go_before_fire_and_forget_ones(client: redis.
     _type, response, _trace = decode_message(fields, registry_of(LeaderResponse))
     assert isinstance(response, LeaderResponse)
     assert (response.request_id, response.ok) == ("waited", True)
+
+
+# -- the plan hold ----------------------------------------------------------------------------
+
+
+def poll_until(service: LeaderService, done: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, "timed out polling the leader"
+        service.poll_once()
+
+
+def test_held_plans_are_applied_together_in_plan_queue_order_so_they_collide(
+    harness: Any,
+) -> None:
+    """Two plans computed on the same empty node, each fitting alone: held, neither sees the
+    other's commit, and the second one applied is partially rejected, on every run."""
+    service = harness.leader()
+    (node,) = harness.nodes(service, 1, cpu=1000)
+    service.hold_plans(2, timeout_s=60)
+    low = harness.plan("low", {node: 6}, cpu=100, priority=50)
+    high = harness.plan("high", {node: 6}, cpu=100, priority=70, job_id="api")
+    harness.send(low)
+    service.poll_once()
+    length = harness.log_length()
+    assert service.held_plans() == [low] and harness.answers() == []
+    # Requests keep flowing while plans are held.
+    waited = LeaderRequest(
+        RequestKind.UPDATE_EVALS,
+        request_id="meanwhile",
+        reply_to=harness.replies,
+        evals=(Evaluation(id="e9", job_id="other"),),
+    )
+    harness.send(waited)
+    service.poll_once()
+    (answer,) = harness.answers()
+    assert isinstance(answer, LeaderResponse) and answer.ok and answer.index == length + 1
+
+    harness.send(high)  # the second one: the hold is full, both are applied
+    service.poll_once()
+    assert service.held_plans() == [] and service.stats.held_plans == 2
+    plans = {a.eval_id: a for a in harness.answers() if isinstance(a, PlanResponse)}
+    assert not plans["high"].result.rejected_nodes  # higher priority: applied first
+    assert plans["high"].result.alloc_index == length + 2
+    assert [r.node_id for r in plans["low"].result.rejected_nodes] == [node]
+    assert service.stats.partial_plans == 1 and service.stats.placed == 6
+
+
+def test_plans_after_the_hold_and_of_other_jobs_flow_on(harness: Any) -> None:
+    service = harness.leader()
+    nodes = harness.nodes(service, 2)
+    service.hold_plans(1, timeout_s=60, job_ids=["web"])
+    other = harness.plan("other", {nodes[0]: 1}, job_id="other")
+    held = harness.plan("held", {nodes[1]: 1})
+    harness.send(other, held, harness.plan("after", {nodes[1]: 1}, attempt=2))
+    service.poll_once()  # one batch: the hold takes one plan of web, no more
+    assert service.stats.held_plans == 1
+    answered = [a.eval_id for a in harness.answers() if isinstance(a, PlanResponse)]
+    assert sorted(answered) == ["after", "held", "other"]
+    assert answered[0] == "held"  # it came before the batch's other plans
+
+
+def test_a_hold_ends_on_release_or_on_its_deadline(harness: Any) -> None:
+    service = harness.leader()
+    (node,) = harness.nodes(service, 1)
+    service.hold_plans(5, timeout_s=60)
+    with pytest.raises(RuntimeError, match="already held"):
+        service.hold_plans(1, timeout_s=60)
+    harness.send(harness.plan("released", {node: 1}))
+    poll_until(service, lambda: len(service.held_plans()) == 1)
+    assert service.release_plans() == 1
+    poll_until(service, lambda: len(harness.answers()) == 1)
+
+    service.hold_plans(5, timeout_s=0.2)  # never full: the deadline lets it go
+    harness.send(harness.plan("timed-out", {node: 1}))
+    poll_until(service, lambda: len(harness.answers()) == 2)
+    assert [a.eval_id for a in harness.answers()] == ["released", "timed-out"]
+    assert service.stats.held_plans == 2 and service.release_plans() == 0
