@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from actors.process_settings import pace_heap
+from contracts.codec import fast_path_fallbacks
 from observability import Telemetry, configure
 from observability.safe_export import ExportStats
 
@@ -53,7 +54,11 @@ class ServiceShell:
 
     def stats(self) -> dict[str, Any]:
         stats = self.service.stats
-        return dict(stats) if isinstance(stats, dict) else dict(vars(stats))
+        out = dict(stats) if isinstance(stats, dict) else dict(vars(stats))
+        # Decodes of this process that the generated fast path handed to the validating one:
+        # bad input only, so a count that grows on healthy traffic points at a decoder bug.
+        out["fast_decode_fallbacks"] = sum(fast_path_fallbacks().values())
+        return out
 
     def shutdown(self) -> dict[str, ExportStats]:
         """Stop the loop, then flush what the actor recorded (spans, metrics) under the short

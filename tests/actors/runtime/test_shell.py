@@ -13,6 +13,8 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from actors.process_settings import paced_heap
 from actors.runtime.shell import ServiceShell
+from contracts import Evaluation
+from contracts.codec import CodecError, from_wire
 from observability import Telemetry, configure
 from observability.safe_export import ExportStats
 
@@ -52,7 +54,7 @@ def plain_heap_afterwards() -> Iterator[None]:
 def test_shutdown_stops_the_loop_and_answers_the_export_failures() -> None:
     telemetry = configure("worker", "w1", None, span_exporter=CollectorGone(), env={})
     shell = Shell(telemetry)
-    assert shell.ready() and shell.stats() == {"starts": 1}
+    assert shell.ready() and shell.stats()["starts"] == 1
     with telemetry.tracer.start_as_current_span("lost"):
         pass
     answered = shell.shutdown()
@@ -64,3 +66,16 @@ def test_shutdown_stops_the_loop_and_answers_the_export_failures() -> None:
 def test_disabled_telemetry_answers_no_exporters() -> None:
     shell = Shell(Telemetry.disabled("worker", "w2"))
     assert shell.shutdown() == {} and not shell.ready()
+
+
+def test_stats_count_the_fast_decoders_fallbacks() -> None:
+    """Bad input is handed from the generated decoder to the validating one; the actor's
+    stats show how often, so a count growing on healthy traffic points at a decoder bug."""
+    shell = Shell(Telemetry.disabled("worker", "w1"))
+    try:
+        before = shell.stats()["fast_decode_fallbacks"]
+        with pytest.raises(CodecError, match=r"\$\.ID: expected a string"):
+            from_wire(Evaluation, {"ID": 7})
+        assert shell.stats()["fast_decode_fallbacks"] == before + 1
+    finally:
+        shell.shutdown()
