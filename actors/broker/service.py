@@ -34,6 +34,7 @@ from actors.state import StateStore
 from actors.streams import GroupConsumer, StreamBus
 from actors.streams.envelope import encode_message, registry_of
 from actors.streams.names import BROKER_GROUP, LEADER_GROUP, WORKERS_GROUP, StreamNames
+from actors.streams.wake import WakeableReads
 from contracts import EvalStatus, Evaluation
 from contracts.messages import AckOutcome, EvalAck, EvalDelivery, LeaderRequest, RequestKind
 from contracts.state_log import LogEntry, UpsertAllocs, UpsertEvals, UpsertJob, decode_entry
@@ -54,6 +55,7 @@ class BrokerService:
         nack_timeout_s: float = 60.0,
         delivery_limit: int = 3,
         telemetry: Telemetry | None = None,
+        ack_block_ms: int = 20,
     ) -> None:
         tune_gc()
         self.tracing = BrokerTracing(telemetry or Telemetry.disabled("broker"), names.deliveries)
@@ -80,15 +82,17 @@ class BrokerService:
         )
         self._writes: list[Evaluation] = []
         self.stats = {"delivered": 0, "acked": 0, "nacked": 0, "stale_acks": 0}
+        # The loop blocks reading acks; evals the log-tail thread enqueues cut that short.
+        self.reads = WakeableReads(client)
         self._acks = GroupConsumer(
-            self.bus,
+            StreamBus(self.reads.client),
             names.acks,
             BROKER_GROUP,
             "broker",
             registry_of(EvalAck),
             self._handle_acks,
             batch=256,
-            block_ms=20,
+            block_ms=ack_block_ms,
         )
 
     def start(self) -> None:
@@ -118,7 +122,11 @@ class BrokerService:
     def poll_once(self) -> bool:
         """One turn: acks read, queues ticked, deliveries and writes sent. False if there
         was nothing to do."""
-        acked = self._acks.poll_once()
+        self.reads.arm()
+        try:
+            acked = self._acks.poll_once(wait=not self._work_waiting())
+        finally:
+            self.reads.disarm()
         with self.lock:
             self.broker.tick()
             writes = self._writes + self.feed.housekeeping()
@@ -143,6 +151,18 @@ class BrokerService:
             self._writes += self.feed.apply(entry, state)
             if entry.trace and isinstance(entry.change, UpsertJob | UpsertEvals | UpsertAllocs):
                 self.tracing.on_entry(entry, entry.change.evals)
+            waiting = self._work_waiting()
+        if waiting:
+            self.reads.wake()  # the loop may be blocked reading acks
+
+    def _work_waiting(self) -> bool:
+        """Writes to send, or a ready eval and room to deliver it."""
+        with self.lock:
+            if self._writes:
+                return True
+            stats = self.broker.stats()  # its totals count the _failed queue too
+            room = stats.total_unacked < self.capacity
+            return stats.total_failed > 0 or (stats.total_ready > 0 and room)
 
     # -- deliveries ----------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ from actors.state import StateStore
 from actors.streams import GroupConsumer, StreamBus
 from actors.streams.envelope import registry_of
 from actors.streams.names import LEADER_GROUP, StreamNames
+from actors.streams.wake import WakeableReads
 from contracts import Plan, PlanResult
 from contracts.messages import (
     LeaderRequest,
@@ -96,6 +97,7 @@ class LeaderService:
         *,
         heartbeat_ttl_s: float = 10.0,
         batch: int = 64,
+        block_ms: int = 50,
         now_ns: Callable[[], int] = time.time_ns,
         telemetry: Telemetry | None = None,
     ) -> None:
@@ -116,15 +118,17 @@ class LeaderService:
         self._inbox: queue.Queue[tuple[LeaderRequest, Future[LeaderResponse]]] = queue.Queue()
         self._hold: _PlanHold | None = None
         self._hold_lock = threading.Lock()  # hold_plans & co. are called from other threads
+        # The loop blocks reading its stream; a request put in the inbox cuts that short.
+        self.reads = WakeableReads(client)
         self._consumer = GroupConsumer(
-            self.bus,
+            StreamBus(self.reads.client),
             names.requests,
             LEADER_GROUP,
             "leader",
             LEADER_MESSAGES,
             self._handle_batch,
             batch=batch,
-            block_ms=50,
+            block_ms=block_ms,
         )
 
     # -- start ---------------------------------------------------------------------------------
@@ -156,7 +160,11 @@ class LeaderService:
                 time.sleep(0.2)
 
     def poll_once(self) -> int:
-        handled = self._consumer.poll_once()
+        self.reads.arm()
+        try:
+            handled = self._consumer.poll_once(wait=self._inbox.empty())
+        finally:
+            self.reads.disarm()
         handled += self._apply_held_if_due()  # released, or its deadline passed
         handled += self._drain_inbox()
         expired = self.heartbeats.expired(time.monotonic())
@@ -172,6 +180,7 @@ class LeaderService:
         """For the actor's methods (other threads): decided and committed on the loop thread."""
         future: Future[LeaderResponse] = Future()
         self._inbox.put((request, future))
+        self.reads.wake()  # the loop may be blocked on its stream
         return future.result(timeout=timeout_s)
 
     def _drain_inbox(self) -> int:

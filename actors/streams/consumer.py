@@ -78,15 +78,16 @@ class GroupConsumer:
         self._group_ready = False
         self._retry_at: float | None = None
 
-    def poll_once(self) -> int:
+    def poll_once(self, *, wait: bool = True) -> int:
         """Read and process one batch; returns how many entries were settled (handled and
-        acked, or dead-lettered). Blocks up to `block_ms` when nothing is waiting."""
+        acked, or dead-lettered). Blocks up to `block_ms` when nothing is waiting, unless
+        `wait` is False (the caller has other work at hand)."""
         self._ensure_group()
         if self._retry_at is not None and self._clock() >= self._retry_at:
             self._retry_at = None
             self.bus.rewind(self.stream, self.group, self.consumer)
         entries = self.bus.read_group(
-            self.stream, self.group, self.consumer, self.batch, self.block_ms
+            self.stream, self.group, self.consumer, self.batch, self.block_ms if wait else None
         )
         return self._process(entries)
 

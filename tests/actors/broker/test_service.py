@@ -224,3 +224,30 @@ def test_the_running_broker_follows_the_log_as_it_grows(client: redis.Redis) -> 
         stop.set()
         loop.join(timeout=30)
     assert not loop.is_alive()
+
+
+def blocked(client: redis.Redis, connection_id: int | None) -> bool:
+    return connection_id is not None and any(
+        int(c["id"]) == connection_id and "b" in c["flags"] for c in client.client_list()
+    )
+
+
+def test_an_eval_from_the_log_cuts_the_loops_wait_for_acks_short(client: redis.Redis) -> None:
+    """The loop blocks reading acks; an eval the log-tail thread enqueues meanwhile wakes it.
+    The block is a minute long here: a delivery that waited it out misses the deadline."""
+    leader = new_leader(client)
+    broker = new_broker(client, ack_block_ms=60_000)
+    stop = threading.Event()
+    loop = threading.Thread(target=broker.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        wait_for(lambda: blocked(client, broker.reads.connection_id))
+        eval_id, _ = register(leader, "woken")
+        wait_for(lambda: len(delivered(client)) == 1, timeout_s=30)
+        assert delivered(client)[0].eval.id == eval_id
+        assert broker.reads.wakes >= 1
+    finally:
+        stop.set()
+        broker.reads.wake()
+        loop.join(timeout=30)
+    assert not loop.is_alive()

@@ -5,6 +5,7 @@ test_fencing.py.)"""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -207,3 +208,33 @@ def test_a_hold_ends_on_release_or_on_its_deadline(harness: Any) -> None:
     poll_until(service, lambda: len(harness.answers()) == 2)
     assert [a.eval_id for a in harness.answers()] == ["released", "timed-out"]
     assert service.stats.held_plans == 2 and service.release_plans() == 0
+
+
+def test_a_request_submitted_while_the_loop_blocks_is_answered_at_once(
+    client: redis.Redis,
+) -> None:
+    """The API's requests reach the loop through its in-process inbox, not its stream: they
+    cut its blocking read short. The block is a minute long here, so a request that waited
+    it out would miss the 30 s deadline of `submit`."""
+    service = LeaderService(client, NAMES, block_ms=60_000)
+    service.start()
+    stop = threading.Event()
+    loop = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not any(
+            int(c["id"]) == service.reads.connection_id and "b" in c["flags"]
+            for c in client.client_list()
+        ):
+            assert time.monotonic() < deadline, "the loop never blocked on its stream"
+            time.sleep(0.01)
+        request = LeaderRequest(RequestKind.REGISTER_JOB, request_id="woken", job=job())
+        response = service.submit(request, timeout_s=30)
+        assert response.ok and service.store.snapshot().job("default", "web") is not None
+        assert service.reads.wakes == 1
+    finally:
+        stop.set()
+        service.reads.wake()
+        loop.join(timeout=30)
+    assert not loop.is_alive()

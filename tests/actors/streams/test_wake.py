@@ -1,0 +1,89 @@
+"""WakeableReads: a blocking read on its own connection, cut short from another thread with
+CLIENT UNBLOCK. Blocks are a minute long here: a read that was not woken fails the test's
+deadline instead of returning by its own timeout."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import redis
+
+from actors.streams.wake import WakeableReads
+
+MINUTE_MS = 60_000
+
+
+def blocking_read(reads: WakeableReads, stream: str) -> tuple[threading.Thread, list[object]]:
+    """XREAD on `stream` for a minute, armed, on a thread; returns the thread and its result."""
+    result: list[object] = []
+
+    def read() -> None:
+        reads.arm()
+        try:
+            result.append(reads.client.xread({stream: "$"}, block=MINUTE_MS))
+        finally:
+            reads.disarm()
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread, result
+
+
+def test_a_wake_ends_a_blocked_read_at_once(
+    client: redis.Redis, blocked_in: Callable[[str], int]
+) -> None:
+    reads = WakeableReads(client)
+    thread, result = blocking_read(reads, "s")
+    assert blocked_in("xread") == reads.connection_id
+    reads.wake()
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the read was not woken"
+    assert result == [[]]  # as if its block had timed out
+    assert reads.wakes == 1
+    reads.wake()  # disarmed: nothing is sent
+    assert reads.wakes == 1
+    reads.close()
+
+
+def test_a_loop_that_is_not_armed_is_never_sent_a_wake(client: redis.Redis) -> None:
+    reads = WakeableReads(client)
+    reads.wake()
+    assert reads.wakes == 0
+    reads.arm()
+    reads.wake()
+    reads.wake()  # one unblock per block
+    assert reads.wakes == 1
+    reads.close()
+
+
+def test_after_a_reconnect_the_new_connection_is_the_one_woken(
+    client: redis.Redis, blocked_in: Callable[[str], int]
+) -> None:
+    reads = WakeableReads(client)
+    reads.arm()
+    first = reads.client.client_id()
+    reads.disarm()
+    client.client_kill_filter(_id=first)  # as when Redis restarts: the connection is gone
+    try:
+        reads.client.ping()
+    except redis.ConnectionError:
+        reads.client.ping()  # no built-in retry: the second command reconnects
+    thread, _ = blocking_read(reads, "s")
+    blocked = blocked_in("xread")
+    assert blocked != first and blocked == reads.connection_id
+    reads.wake()
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the reconnected read was not woken"
+    reads.close()
+
+
+def test_work_published_meanwhile_is_still_read(client: redis.Redis) -> None:
+    """A wake never loses an entry: one added before the read blocks is returned by it."""
+    reads = WakeableReads(client)
+    client.xadd("s", {"k": "v"})
+    reads.arm()
+    rows = reads.client.xread({"s": "0"}, block=MINUTE_MS)
+    reads.disarm()
+    assert rows and len(rows[0][1]) == 1
+    reads.close()
