@@ -199,15 +199,10 @@ class _Guard:
             executor.shutdown(wait=False, cancel_futures=True)
 
 
-class SafeSpanExporter(SpanExporter):
-    """Wraps a SpanExporter: `export` never raises and (with `timeout_s`) never blocks longer
-    than that. `failures`, `dropped` and `last_error` (or `stats()`) say what went wrong."""
+class _GuardAccounting:
+    """What both safe exporters report of their guard."""
 
-    def __init__(
-        self, inner: SpanExporter, *, name: str | None = None, timeout_s: float | None = None
-    ) -> None:
-        self.inner = inner
-        self._guard = _Guard(name or type(inner).__name__, timeout_s)
+    _guard: _Guard
 
     @property
     def failures(self) -> int:
@@ -233,6 +228,17 @@ class SafeSpanExporter(SpanExporter):
         """From now on wait at most `timeout_s` for an export (never longer than before)."""
         self._guard.limit_timeout(timeout_s)
 
+
+class SafeSpanExporter(_GuardAccounting, SpanExporter):
+    """Wraps a SpanExporter: `export` never raises and (with `timeout_s`) never blocks longer
+    than that. `failures`, `dropped` and `last_error` (or `stats()`) say what went wrong."""
+
+    def __init__(
+        self, inner: SpanExporter, *, name: str | None = None, timeout_s: float | None = None
+    ) -> None:
+        self.inner = inner
+        self._guard = _Guard(name or type(inner).__name__, timeout_s)
+
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
         batch = list(spans)
         return self._guard.call(
@@ -248,7 +254,7 @@ class SafeSpanExporter(SpanExporter):
         self._guard.shut(self.inner.shutdown)
 
 
-class SafeMetricExporter(MetricExporter):
+class SafeMetricExporter(_GuardAccounting, MetricExporter):
     """The same guard for a MetricExporter (keeps the inner exporter's temporality and
     aggregation preferences)."""
 
@@ -261,28 +267,6 @@ class SafeMetricExporter(MetricExporter):
         )
         self.inner = inner
         self._guard = _Guard(name or type(inner).__name__, timeout_s)
-
-    @property
-    def failures(self) -> int:
-        return self._guard.failures
-
-    @property
-    def dropped(self) -> int:
-        return self._guard.dropped
-
-    @property
-    def last_error(self) -> str | None:
-        return self._guard.last_error
-
-    @property
-    def stuck(self) -> bool:
-        return self._guard.stuck
-
-    def stats(self) -> ExportStats:
-        return self._guard.stats()
-
-    def limit_timeout(self, timeout_s: float) -> None:
-        self._guard.limit_timeout(timeout_s)
 
     def export(
         self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any

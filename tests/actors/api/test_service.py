@@ -15,21 +15,12 @@ from actors.agent.core import FleetSpec
 from actors.api.core import ApiError
 from actors.api.service import ApiService
 from actors.leader.service import LeaderService
-from actors.streams import connect
 from actors.streams.names import StreamNames
 from contracts import Job, Resources, Task, TaskGroup
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
 from contracts.state_log import LogEntry, decode_entry
-from launch.redis_server import EmbeddedRedis
 
 NAMES = StreamNames("api")
-
-
-@pytest.fixture
-def client(redis_server: EmbeddedRedis) -> redis.Redis:
-    r = connect(redis_server.url)
-    r.flushall()
-    return r
 
 
 @pytest.fixture

@@ -10,26 +10,17 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-import pytest
 import redis
 
 from actors.broker.service import BrokerService
 from actors.leader.service import STALE_TOKEN, LeaderService
-from actors.streams import StreamBus, connect
+from actors.streams import StreamBus
 from actors.streams.envelope import decode_message, registry_of
 from actors.streams.names import StreamNames
 from contracts import EvalStatus, Job, Resources, Task, TaskGroup, TriggeredBy
 from contracts.messages import AckOutcome, EvalAck, EvalDelivery, LeaderRequest, RequestKind
-from launch.redis_server import EmbeddedRedis
 
 NAMES = StreamNames("brk")
-
-
-@pytest.fixture
-def client(redis_server: EmbeddedRedis) -> redis.Redis:
-    r = connect(redis_server.url)
-    r.flushall()
-    return r
 
 
 def job(job_id: str) -> Job:
@@ -248,6 +239,9 @@ def test_an_eval_from_the_log_cuts_the_loops_wait_for_acks_short(client: redis.R
         assert broker.reads.wakes >= 1
     finally:
         stop.set()
-        broker.reads.wake()
-        loop.join(timeout=30)
+        # A wake between two reads is lost (wake.py): wake until the loop has seen `stop`.
+        deadline = time.monotonic() + 30
+        while loop.is_alive() and time.monotonic() < deadline:
+            broker.reads.wake()
+            loop.join(timeout=0.05)
     assert not loop.is_alive()

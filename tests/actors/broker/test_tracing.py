@@ -18,25 +18,17 @@ from opentelemetry.trace import SpanKind
 
 from actors.broker.service import BrokerService
 from actors.leader.service import LeaderService
-from actors.streams import StreamBus, connect
+from actors.streams import StreamBus
 from actors.streams.envelope import decode_message, registry_of
 from actors.streams.names import BROKER_GROUP, LEADER_GROUP, WORKERS_GROUP, StreamNames
 from contracts import Job, Resources, Task, TaskGroup
 from contracts.messages import AckOutcome, EvalAck, EvalDelivery, LeaderRequest, RequestKind
-from launch.redis_server import EmbeddedRedis
 from observability import Telemetry, configure
 from observability import conventions as c
 from observability import metrics as m
 
 NAMES = StreamNames("brt")
 InMemory = tuple[Telemetry, InMemorySpanExporter, InMemoryMetricReader]
-
-
-@pytest.fixture
-def client(redis_server: EmbeddedRedis) -> redis.Redis:
-    r = connect(redis_server.url)
-    r.flushall()
-    return r
 
 
 @pytest.fixture

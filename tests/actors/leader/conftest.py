@@ -1,18 +1,15 @@
-"""What the leader service's tests share: a flushed real Redis and a harness that starts
-leaders on it, registers nodes and builds, sends and reads back plans and requests.
-
-Exposed through fixtures (`client`, `harness`) because test modules run in importlib mode and
+"""What the leader service's tests share: a harness that starts leaders on the flushed Redis
+`client` (tests/actors/conftest.py), registers nodes and builds, sends and reads back plans
+and requests. Exposed as a fixture (`harness`) because test modules run in importlib mode and
 cannot import this file."""
 
 from __future__ import annotations
-
-from collections.abc import Iterator
 
 import pytest
 import redis
 
 from actors.leader.service import LeaderService
-from actors.streams import StreamBus, connect
+from actors.streams import StreamBus
 from actors.streams.envelope import decode_message, registry_of
 from actors.streams.names import StreamNames
 from contracts import (
@@ -31,7 +28,6 @@ from contracts.messages import (
     PlanSubmission,
     RequestKind,
 )
-from launch.redis_server import EmbeddedRedis
 
 NAMES = StreamNames("svc")
 REPLIES = "svc:reply"
@@ -116,14 +112,6 @@ class LeaderHarness:
             node_allocation=allocs,
         )
         return PlanSubmission(plan, REPLIES, attempt)
-
-
-@pytest.fixture
-def client(redis_server: EmbeddedRedis) -> Iterator[redis.Redis]:
-    r = connect(redis_server.url)
-    r.flushall()
-    yield r
-    r.close()
 
 
 @pytest.fixture

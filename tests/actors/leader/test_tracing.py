@@ -17,7 +17,7 @@ from opentelemetry.trace import SpanKind
 
 from actors.leader.durable_log import DurableLog
 from actors.leader.service import LeaderService
-from actors.streams import StreamBus, connect
+from actors.streams import StreamBus
 from actors.streams.names import StreamNames
 from contracts import (
     AllocatedResources,
@@ -34,7 +34,6 @@ from contracts import (
     TaskGroup,
 )
 from contracts.messages import LeaderRequest, PlanSubmission, RequestKind
-from launch.redis_server import EmbeddedRedis
 from observability import configure
 from observability import conventions as c
 from observability import metrics as m
@@ -43,13 +42,6 @@ NAMES = StreamNames("ldt")
 SENDER_TRACE = 0x0AF7651916CD43DD8448EB211C80319C
 SENDER_SPAN = 0xB7AD6B7169203331
 SENDER = {"traceparent": f"00-{SENDER_TRACE:032x}-{SENDER_SPAN:016x}-01"}
-
-
-@pytest.fixture
-def client(redis_server: EmbeddedRedis) -> redis.Redis:
-    r = connect(redis_server.url)
-    r.flushall()
-    return r
 
 
 @pytest.fixture

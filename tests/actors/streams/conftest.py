@@ -1,28 +1,19 @@
-"""A client of the module's real redis-server (tests/conftest.py), flushed between tests, and
-two ways to drive Redis' own clocks instead of waiting them out: entries made idle (for
-XAUTOCLAIM's min-idle-time) and blocked reads found and released (for XREAD's BLOCK)."""
+"""Two ways to drive Redis' own clocks instead of waiting them out: entries made idle (for
+XAUTOCLAIM's min-idle-time) and blocked reads found and released (for XREAD's BLOCK). The
+flushed `client` is tests/actors/conftest.py's."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import pytest
 import redis
 
-from actors.streams import StreamBus, connect
-from launch.redis_server import EmbeddedRedis
+from actors.streams import StreamBus
 
 MakeIdle = Callable[[str, str, str, Sequence[str]], None]
 BlockedIn = Callable[[str], int]
-
-
-@pytest.fixture
-def client(redis_server: EmbeddedRedis) -> Iterator[redis.Redis]:
-    r = connect(redis_server.url)
-    r.flushall()
-    yield r
-    r.close()
 
 
 @pytest.fixture

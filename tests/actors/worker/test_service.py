@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from actors.leader.service import STALE_TOKEN, LeaderService
-from actors.streams import StreamBus, connect
+from actors.streams import StreamBus
 from actors.streams.envelope import decode_message, registry_of
 from actors.streams.names import StreamNames
 from actors.worker.service import WorkerService
@@ -29,16 +29,8 @@ from contracts import (
     TaskGroup,
 )
 from contracts.messages import AckOutcome, EvalAck, EvalDelivery, LeaderRequest, RequestKind
-from launch.redis_server import EmbeddedRedis
 
 NAMES = StreamNames("wrk")
-
-
-@pytest.fixture
-def client(redis_server: EmbeddedRedis) -> redis.Redis:
-    r = connect(redis_server.url)
-    r.flushall()
-    return r
 
 
 def run_in_thread(service: LeaderService | WorkerService) -> Callable[[], None]:

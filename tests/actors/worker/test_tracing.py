@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 
 from actors.leader.service import STALE_TOKEN, LeaderService
-from actors.streams import StreamBus, connect
+from actors.streams import StreamBus
 from actors.streams.names import WORKERS_GROUP, StreamNames
 from actors.worker.service import WorkerService
 from actors.worker.tracing import WorkerTracing
@@ -33,7 +33,6 @@ from contracts import (
     TaskGroup,
 )
 from contracts.messages import AckOutcome, EvalDelivery, LeaderRequest, RequestKind
-from launch.redis_server import EmbeddedRedis
 from observability import Telemetry, configure
 from observability import conventions as c
 from observability import metrics as m
@@ -43,13 +42,6 @@ BROKER_TRACE = 0x4BF92F3577B34DA6A3CE929D0E0E4736
 BROKER_SPAN = 0x00F067AA0BA902B7
 BROKER = {"traceparent": f"00-{BROKER_TRACE:032x}-{BROKER_SPAN:016x}-01"}
 InMemory = tuple[Telemetry, InMemorySpanExporter, InMemoryMetricReader]
-
-
-@pytest.fixture
-def client(redis_server: EmbeddedRedis) -> redis.Redis:
-    r = connect(redis_server.url)
-    r.flushall()
-    return r
 
 
 @pytest.fixture
