@@ -151,9 +151,10 @@ class BrokerService:
             self._writes += self.feed.apply(entry, state)
             if entry.trace and isinstance(entry.change, UpsertJob | UpsertEvals | UpsertAllocs):
                 self.tracing.on_entry(entry, entry.change.evals)
-            waiting = self._work_waiting()
-        if waiting:
-            self.reads.wake()  # the loop may be blocked reading acks
+        # Called per log entry: the broker's stats are read only while the loop is blocked
+        # reading acks (a busy loop finds the work itself).
+        if self.reads.armed and self._work_waiting():
+            self.reads.wake()
 
     def _work_waiting(self) -> bool:
         """Writes to send, or a ready eval and room to deliver it."""

@@ -56,6 +56,12 @@ class WakeableReads:
         with self._lock:
             self._armed = False
 
+    @property
+    def armed(self) -> bool:
+        """The loop is blocked (or about to block): a wake would be sent. Lets a caller skip
+        working out whether to wake at all."""
+        return self._armed
+
     def wake(self) -> None:
         """Cut the loop's current (or imminent) block short; any thread."""
         with self._lock:

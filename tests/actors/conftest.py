@@ -1,14 +1,22 @@
 """Fixtures of the actors' tests: a client of the module's real redis-server
 (tests/conftest.py), flushed before each test, so that every test starts from an empty
-Redis whatever ran before it."""
+Redis whatever ran before it; and actor telemetry exported in memory (`in_memory(role)`
+gives the telemetry, its span exporter and its metric reader)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 import pytest
 import redis
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from actors.streams import connect
 from launch.redis_server import EmbeddedRedis
+from observability import Telemetry, configure
+
+InMemory = tuple[Telemetry, InMemorySpanExporter, InMemoryMetricReader]
 
 
 @pytest.fixture
@@ -18,3 +26,18 @@ def client(redis_server: EmbeddedRedis) -> redis.Redis:
     r = connect(redis_server.url)
     r.flushall()
     return r
+
+
+@pytest.fixture
+def in_memory() -> Iterator[Callable[[str], InMemory]]:
+    made: list[Telemetry] = []
+
+    def make(role: str) -> InMemory:
+        spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
+        telemetry = configure(role, role, None, span_exporter=spans, metric_reader=reader, env={})
+        made.append(telemetry)
+        return telemetry, spans, reader
+
+    yield make
+    for telemetry in made:
+        telemetry.shutdown()

@@ -6,10 +6,9 @@ consumer group is a gauge."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
-import pytest
 import redis
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
@@ -23,27 +22,12 @@ from actors.streams.envelope import decode_message, registry_of
 from actors.streams.names import BROKER_GROUP, LEADER_GROUP, WORKERS_GROUP, StreamNames
 from contracts import Job, Resources, Task, TaskGroup
 from contracts.messages import AckOutcome, EvalAck, EvalDelivery, LeaderRequest, RequestKind
-from observability import Telemetry, configure
+from observability import Telemetry
 from observability import conventions as c
 from observability import metrics as m
 
 NAMES = StreamNames("brt")
 InMemory = tuple[Telemetry, InMemorySpanExporter, InMemoryMetricReader]
-
-
-@pytest.fixture
-def in_memory() -> Iterator[Callable[[str], InMemory]]:
-    made: list[Telemetry] = []
-
-    def make(role: str) -> InMemory:
-        spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
-        telemetry = configure(role, role, None, span_exporter=spans, metric_reader=reader, env={})
-        made.append(telemetry)
-        return telemetry, spans, reader
-
-    yield make
-    for telemetry in made:
-        telemetry.shutdown()
 
 
 def register(leader: LeaderService, job_id: str) -> str:

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-import pytest
 import redis
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan
@@ -33,7 +32,7 @@ from contracts import (
     TaskGroup,
 )
 from contracts.messages import AckOutcome, EvalDelivery, LeaderRequest, RequestKind
-from observability import Telemetry, configure
+from observability import Telemetry
 from observability import conventions as c
 from observability import metrics as m
 
@@ -42,21 +41,6 @@ BROKER_TRACE = 0x4BF92F3577B34DA6A3CE929D0E0E4736
 BROKER_SPAN = 0x00F067AA0BA902B7
 BROKER = {"traceparent": f"00-{BROKER_TRACE:032x}-{BROKER_SPAN:016x}-01"}
 InMemory = tuple[Telemetry, InMemorySpanExporter, InMemoryMetricReader]
-
-
-@pytest.fixture
-def in_memory() -> Iterator[Callable[[str], InMemory]]:
-    made: list[Telemetry] = []
-
-    def make(role: str) -> InMemory:
-        spans, reader = InMemorySpanExporter(), InMemoryMetricReader()
-        telemetry = configure(role, role, None, span_exporter=spans, metric_reader=reader, env={})
-        made.append(telemetry)
-        return telemetry, spans, reader
-
-    yield make
-    for telemetry in made:
-        telemetry.shutdown()
 
 
 def run_in_thread(service: LeaderService | WorkerService) -> Callable[[], None]:
