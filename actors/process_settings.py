@@ -16,7 +16,7 @@ never walks frozen objects, which is only safe if they hold no garbage cycles: t
 core and the store create none (tests/actors/test_process_settings.py checks that). Whatever
 cycles other code left in a frozen batch are collected by a sweep (unfreeze, full collection,
 freeze). A sweep walks the whole heap, so it waits for an idle turn (`when_idle()`, with no
-batch frozen for QUIET_S) once a quarter as many objects as the last sweep left have been
+state applied for QUIET_S) once a quarter as many objects as the last sweep left have been
 frozen since (CPython's own rule for full collections); an actor that never idles sweeps
 anyway at seven times that. Memory held by leaked cycles stays bounded, and a busy actor's
 sweeps cost O(1) amortised per object.
@@ -39,8 +39,8 @@ FREEZE_YOUNG = 20_000
 IDLE_SWEEP_GROWTH = 0.25
 BUSY_SWEEP_GROWTH = 7.0
 SWEEP_FLOOR = 250_000
-# Idle means no batch frozen for this long (a loop's idle turn alone can fall between two
-# evaluations of a busy run).
+# Idle means no state applied for this long (a loop's idle turn alone can fall between two
+# evaluations of a busy run, and a run of small batches may freeze nothing for a while).
 QUIET_S = 1.0
 
 
@@ -62,6 +62,9 @@ class HeapPacer:
         self.quiet_s = quiet_s
         self.clock = clock
         self.last_freeze = float("-inf")
+        # Idle turns come between the evaluations of a steady stream of small jobs too; a
+        # sweep (a walk of the whole heap) waits until no state was applied for `quiet_s`.
+        self.last_applied = float("-inf")
         self.freeze_young = freeze_young
         self.idle_growth = idle_growth
         self.busy_growth = busy_growth
@@ -75,20 +78,23 @@ class HeapPacer:
 
     def after_state_applied(self) -> None:
         """Call after applying a batch of state changes (a log read, a committed plan)."""
+        if not self.enabled:
+            return
+        self.last_applied = now = self.clock()
         young = gc.get_count()[0]
-        if not self.enabled or young < self.freeze_young:
+        if young < self.freeze_young:
             return
         self.frozen_since_sweep += young
         gc.freeze()
         self.freezes += 1
-        self.last_freeze = self.clock()
+        self.last_freeze = now
         if self._grown(self.busy_growth):
             self.sweep()
 
     def when_idle(self) -> bool:
-        """Call on the actor's idle turns: sweeps if nothing was frozen for `quiet_s` and the
-        frozen heap has grown enough since the last sweep. True if it swept."""
-        if not self.enabled or self.clock() - self.last_freeze < self.quiet_s:
+        """Call on the actor's idle turns: sweeps if no state was applied for `quiet_s` and
+        the frozen heap has grown enough since the last sweep. True if it swept."""
+        if not self.enabled or self.clock() - self.last_applied < self.quiet_s:
             return False
         if not self._grown(self.idle_growth):
             return False

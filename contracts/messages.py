@@ -74,9 +74,13 @@ class PlanSubmission:
     plan: Plan
     reply_to: str
     attempt: int = 1
-    # Evaluations the scheduler wants written with the plan (blocked / follow-up evals and the
-    # final status of the eval itself), committed atomically with the allocations.
+    # Evaluations the scheduler wants written with the plan (blocked / follow-up evals),
+    # committed atomically with the allocations.
     evals: tuple[Evaluation, ...] = ()
+    # The eval's final status should this plan commit in full (the usual case): written in
+    # the same entry, it spares the worker a request, the leader a commit and every follower
+    # an entry. A partial commit leaves it out (the scheduler retries).
+    completes: Evaluation | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +95,7 @@ class PlanResponse:
     result: PlanResult
     error: str = ""
     lean: bool = False
+    completed: bool = False  # the submission's `completes` eval was committed with the plan
 
     def committed(self, plan: Plan) -> PlanResult:
         if not self.lean:

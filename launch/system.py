@@ -36,6 +36,7 @@ from actors.api.service import ApiService
 from actors.broker.actor import BrokerActor
 from actors.leader.actor import LeaderActor
 from actors.streams.client import connect
+from actors.streams.leader_link import LeaderLink
 from actors.streams.names import StreamNames
 from actors.worker.actor import WorkerActor
 from actors.worker.service import DELIVERIES_PER_WORKER
@@ -91,6 +92,7 @@ class DroverSystem:
         self.fleet_specs: dict[str, FleetSpec] = {}
         self._real_node_ids: set[str] = set()
         self.api: ApiService | None = None
+        self.leader_link: LeaderLink | None = None
         self.http: ApiHttpServer | None = None
         self.shutdown_telemetry: dict[str, dict[str, ExportStats]] = {}
         """After stop(): each actor's telemetry export accounting (by Ray actor name), as it
@@ -171,10 +173,15 @@ class DroverSystem:
 
     def _start_api(self, addr: str) -> None:
         config = self.config
+        client = connect(self.redis_url, client_name="drover-api")
+        names = StreamNames(config.prefix)
+        # Writes go over the leader's request stream: batched by the leader with everything
+        # else it reads, where a Ray call per write cost both sides a millisecond or two.
+        self.leader_link = LeaderLink(client, names, "api").start()
         self.api = ApiService(
-            connect(self.redis_url, client_name="drover-api"),
-            StreamNames(config.prefix),
-            DroverClient(self.leader).send,
+            client,
+            names,
+            self.leader_link.send,
             acl_enabled=config.acl_enabled,
             fleet_manager=self,
         ).start()
@@ -307,6 +314,9 @@ class DroverSystem:
         if self.api is not None:
             _logged("the API service", self.api.stop)
             self.api = None
+        if self.leader_link is not None:
+            _logged("the API's leader link", self.leader_link.stop)
+            self.leader_link = None
         self.shutdown_telemetry.update(self._stop_actors(self._actor_handles()))
         self.agents, self.workers, self.broker, self.leader = {}, [], None, None
         if self.started_ray:

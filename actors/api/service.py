@@ -24,6 +24,7 @@ from actors.agent.core import FleetSpec
 from actors.api.core import AclToken, ApiError
 from actors.runtime.replica import LogReplica
 from actors.state import StateReader
+from actors.streams.leader_link import LeaderUnanswered
 from actors.streams.names import StreamNames
 from contracts.messages import LeaderRequest, LeaderResponse
 
@@ -81,7 +82,10 @@ class ApiService:
     def write(self, request: LeaderRequest) -> LeaderResponse:
         if not request.request_id:
             request = _with_request_id(request)
-        response = self.send(request)
+        try:
+            response = self.send(request)
+        except LeaderUnanswered as exc:
+            raise ApiError(503, str(exc)) from None
         if response.ok and response.index:
             self.replica.wait_for(response.index, WRITE_VISIBLE_TIMEOUT_S)
         return response

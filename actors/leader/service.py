@@ -30,7 +30,7 @@ import redis
 from opentelemetry.trace import INVALID_SPAN, Span
 
 from actors.leader.core.heartbeats import HeartbeatTracker
-from actors.leader.core.leader import Decision, LeaderCore
+from actors.leader.core.leader import Decision, LeaderCore, plan_completes_eval
 from actors.leader.core.plan_queue import PlanQueue
 from actors.leader.durable_log import DurableLog, Fence, NotLeaderError
 from actors.leader.tracing import LeaderTracing
@@ -56,6 +56,8 @@ log = logging.getLogger(__name__)
 LEADER_MESSAGES = registry_of(PlanSubmission, LeaderRequest)
 STALE_TOKEN = "eval token is no longer outstanding (the eval was redelivered)"
 APPLIED_REQUESTS_KEPT = 100_000
+# Answers are read as they come; the cap only bounds a stream whose reader went away.
+REPLY_STREAM_MAXLEN = 10_000
 
 
 @dataclass
@@ -220,7 +222,9 @@ class LeaderService:
             self._apply_plan(submission, traces.get(id(submission), {}))
         for request in waited:
             response = self.handle(request, traces.get(id(request), {}))
-            self.bus.publish(request.reply_to, [("LeaderResponse", response)])
+            self.bus.publish(
+                request.reply_to, [("LeaderResponse", response)], maxlen=REPLY_STREAM_MAXLEN
+            )
         for request in others:
             self.handle(request, traces.get(id(request), {}))
 
@@ -382,7 +386,10 @@ class LeaderService:
             verdict = PlanResult(
                 rejected_nodes=result.rejected_nodes, refresh_index=refresh, alloc_index=index
             )
-            response = PlanResponse(plan.eval_id, submission.attempt, verdict, lean=True)
+            completed = submission.completes is not None and plan_completes_eval(result)
+            response = PlanResponse(
+                plan.eval_id, submission.attempt, verdict, lean=True, completed=completed
+            )
             answered.append(self._reply(submission, response))
 
         carried = self.tracing.entry_trace(span, [change], self.store)
@@ -394,7 +401,9 @@ class LeaderService:
 
     def _reply(self, submission: PlanSubmission, response: PlanResponse) -> PlanResponse:
         if submission.reply_to:
-            self.bus.publish(submission.reply_to, [("PlanResponse", response)])
+            self.bus.publish(
+                submission.reply_to, [("PlanResponse", response)], maxlen=REPLY_STREAM_MAXLEN
+            )
         return response
 
     def _commit(

@@ -99,6 +99,12 @@ class ShardedView(Generic[K, V]):
         """A plain copy (O(n)); for tests and debugging."""
         return dict(self.items())
 
+    def shard_identity(self) -> tuple[dict[K, V], ...]:
+        """The shard dicts themselves. A dict a snapshot holds is never written again (the
+        live map copies a shard before its first write after a snapshot), so together with
+        the table's index these identify the content, for caches of data derived from it."""
+        return tuple(self._shards)
+
 
 class FrozenMap(ShardedView[K, V]):
     """A point-in-time, read-only view of a `CowMap`."""

@@ -35,6 +35,7 @@ class StateReader(Protocol):
     def node(self, node_id: str) -> Node | None: ...
     def nodes(self) -> Iterator[Node]: ...
     def node_count(self) -> int: ...
+    def nodes_version(self) -> tuple[object, ...]: ...
 
     def alloc(self, alloc_id: str) -> Allocation | None: ...
     def allocs(self) -> Iterator[Allocation]: ...
@@ -104,6 +105,12 @@ class TableReader:
 
     def node_count(self) -> int:
         return len(self._nodes)
+
+    def nodes_version(self) -> tuple[object, ...]:
+        """Equal (element by element, by identity) for two readers exactly when their nodes
+        tables hold the same records: the table's index and its shard dicts (see
+        `ShardedView.shard_identity`). Keys caches derived from the nodes alone."""
+        return (self._table_index.get("nodes", 0), *self._nodes.shard_identity())
 
     # Allocations
 

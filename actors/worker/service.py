@@ -165,13 +165,22 @@ class StreamPlanner:
         self.attempt = 0
         self.evals: list[Evaluation] = []  # created/reblocked evals, sent with the next plan
         self.final: Evaluation | None = None
+        # The final status to send with the next plan, and the one a plan committed.
+        self.completes: Evaluation | None = None
+        self.completed: Evaluation | None = None
+
+    def complete_on_commit(self, evaluation: Evaluation) -> None:
+        self.completes = evaluation
 
     def submit_plan(self, plan: Plan) -> tuple[PlanResult, StateReader | None]:
         worker = self.worker
         self.attempt += 1
         plan = dataclasses.replace(plan, eval_token=self.delivery.token)
-        submission = PlanSubmission(plan, worker.reply.stream, self.attempt, tuple(self.evals))
+        submission = PlanSubmission(
+            plan, worker.reply.stream, self.attempt, tuple(self.evals), self.completes
+        )
         self.evals.clear()
+        self.completes = None
         with worker.tracing.plan_submit(plan, self.attempt) as (span, trace):
             worker.bus.publish(worker.names.requests, [("PlanSubmission", submission)], trace)
             response = worker.reply.wait(
@@ -182,6 +191,8 @@ class StreamPlanner:
                 raise StaleDelivery(response.error)
             result = response.committed(plan)
             worker.tracing.plan_result(span, plan, result)
+        if response.completed:
+            self.completed = submission.completes
         worker.stats["plans"] += 1
         if result.rejected_nodes:
             worker.stats["partial_plans"] += 1
@@ -202,6 +213,8 @@ class StreamPlanner:
         return worker.snapshot_for(self.delivery.eval)
 
     def update_eval(self, evaluation: Evaluation) -> None:
+        if self.completed is not None and same_outcome(self.completed, evaluation):
+            return  # committed with the last plan
         self.final = evaluation
 
     def create_eval(self, evaluation: Evaluation) -> None:
@@ -229,6 +242,11 @@ class StreamPlanner:
         )
         worker.bus.publish(worker.names.requests, [("LeaderRequest", request)])
         return request_id
+
+
+def same_outcome(a: Evaluation, b: Evaluation) -> bool:
+    """Two final statuses of one eval that differ at most in when they were written."""
+    return a == dataclasses.replace(b, modify_time=a.modify_time)
 
 
 @dataclasses.dataclass(slots=True)

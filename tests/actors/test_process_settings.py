@@ -113,6 +113,28 @@ def test_idle_sweep_waits_for_quiet_and_for_growth() -> None:
     assert len(kept) == 500
 
 
+def test_small_batches_that_freeze_nothing_still_keep_the_sweep_off() -> None:
+    """A steady stream of small jobs applies a batch every few milliseconds, each too small
+    to freeze: the loop's idle turns between them are not idle time, so no sweep (a walk of
+    the whole heap) runs until the batches stop for `quiet_s`."""
+    gc.disable()
+    clock = Clock()
+    pacer = HeapPacer(freeze_young=100, floor=1_000, idle_growth=0.25, quiet_s=1.0, clock=clock)
+    pacer.sweep()
+    pacer.swept_size = 1_000
+    kept = _young(500)
+    pacer.after_state_applied()  # frozen, and enough growth for an idle sweep
+    for _ in range(30):  # 3 s of batches, 0.1 s apart, none big enough to freeze
+        clock.now += 0.1
+        gc.collect(0)  # keep the young generation under the freeze threshold
+        pacer.after_state_applied()
+        assert not pacer.when_idle()
+    assert pacer.sweeps == 1
+    clock.now += 1.1
+    assert pacer.when_idle() and pacer.sweeps == 2
+    assert len(kept) == 500
+
+
 def test_a_busy_process_sweeps_at_the_busy_growth() -> None:
     gc.disable()
     pacer = HeapPacer(freeze_young=100, floor=1_000, busy_growth=2.0)

@@ -72,6 +72,12 @@ class Decision:
     job_write: JobWrite | None = None
 
 
+def plan_completes_eval(result: PlanResult) -> bool:
+    """A plan committed in full ends its eval's scheduling (the scheduler would not retry),
+    so the final status it carries (`PlanSubmission.completes`) is written with it."""
+    return not result.rejected_nodes and not result.refresh_index
+
+
 class LeaderCore:
     def __init__(
         self,
@@ -238,11 +244,14 @@ class LeaderCore:
         """Evaluate a plan against the latest state; the change commits what fits, with the
         evaluations the worker sent along (its blocked/follow-up evals)."""
         result = evaluate_plan(self.state, submission.plan)
-        if result.is_no_op() and not submission.evals:
+        evals = submission.evals
+        if submission.completes is not None and plan_completes_eval(result):
+            evals = (*evals, submission.completes)
+        if result.is_no_op() and not evals:
             return None, result
         allocs = [a for allocs in result.node_update.values() for a in allocs]
         allocs += [a for allocs in result.node_allocation.values() for a in allocs]
-        return UpsertAllocs(allocs=tuple(allocs), evals=tuple(submission.evals)), result
+        return UpsertAllocs(allocs=tuple(allocs), evals=tuple(evals)), result
 
     # -- nodes and clients ------------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from actors.leader.service import STALE_TOKEN, LeaderService
+from actors.leader.service import LEADER_MESSAGES, STALE_TOKEN, LeaderService
 from actors.streams import StreamBus
 from actors.streams.envelope import decode_message, registry_of
 from actors.streams.names import StreamNames
@@ -141,6 +141,69 @@ def test_deliveries_are_planned_committed_and_acked_once_their_status_is_written
         assert done is not None and done.status is EvalStatus.COMPLETE  # the fenced write
     assert worker.stats["evals"] == 2 and worker.stats["plans"] == 2
     assert worker.stats["nacks"] == 0
+
+
+def requests_logged(client: redis.Redis) -> list[str]:
+    """The kinds of the requests on the leader's stream, in order."""
+    kinds = []
+    for _id, fields in client.xrange(NAMES.requests):
+        _type, message, _trace = decode_message(fields, LEADER_MESSAGES)
+        kinds.append(str(message.kind) if isinstance(message, LeaderRequest) else _type)
+    return kinds
+
+
+def test_a_plan_committed_in_full_carries_the_final_status(
+    client: redis.Redis, leader: LeaderService
+) -> None:
+    """The usual eval sends one message to the leader, its plan: the final status rides in
+    the plan's entry, so no status request follows and the ack goes at once."""
+    add_nodes(leader, "n1", "n2")
+    evaluation, index = register(leader, "a")
+    worker = WorkerService("w1", client, NAMES)
+    worker.start()
+    deliver(client, EvalDelivery(evaluation, "token-a", index))
+    halt = run_in_thread(worker)
+    try:
+        wait_for(lambda: len(acks(client)) == 1)
+    finally:
+        halt()
+
+    assert acks(client)[0].outcome is AckOutcome.ACK
+    assert requests_logged(client) == ["PlanSubmission"]
+    state = leader.store.snapshot()
+    done = state.eval(evaluation.id)
+    assert done is not None and done.status is EvalStatus.COMPLETE
+    assert done.queued_allocations == {"g": 0}
+    (placed, *_) = state.allocs_by_job("default", "a")
+    assert done.modify_index == placed.create_index  # one entry: plan and status
+
+
+def test_failed_placements_end_in_the_plan_s_entry_with_their_blocked_eval(
+    client: redis.Redis, leader: LeaderService
+) -> None:
+    """A group that only partly fits: the plan commits what fits (in full, from the
+    leader's view), and the status with its failures and blocked eval rides along."""
+    add_nodes(leader, "n1")  # 4000 MHz: 40 of the 50 fit
+    request = LeaderRequest(RequestKind.REGISTER_JOB, request_id="reg-big", job=job("big", 50))
+    index = write(leader, request)
+    (evaluation,) = leader.store.snapshot().evals_by_job("default", "big")
+    worker = WorkerService("w1", client, NAMES)
+    worker.start()
+    deliver(client, EvalDelivery(evaluation, "t", index))
+    halt = run_in_thread(worker)
+    try:
+        wait_for(lambda: len(acks(client)) == 1)
+    finally:
+        halt()
+
+    assert requests_logged(client) == ["PlanSubmission"]
+    state = leader.store.snapshot()
+    done = state.eval(evaluation.id)
+    assert done is not None and done.status is EvalStatus.COMPLETE
+    assert done.queued_allocations == {"g": 10} and done.failed_tg_allocs
+    blocked = state.eval(done.blocked_eval)
+    assert blocked is not None and blocked.status is EvalStatus.BLOCKED
+    assert len(state.allocs_by_job("default", "big")) == 40
 
 
 def test_a_restarted_worker_s_status_writes_are_applied_not_taken_for_repeats(

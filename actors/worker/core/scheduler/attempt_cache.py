@@ -12,17 +12,15 @@ as before.
 
 from __future__ import annotations
 
-import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from actors.worker.core.scheduler.feasible import (
-    EvalEligibility,
-    FilterMetrics,
-    ready_nodes_in_pool,
-)
-from actors.worker.core.scheduler.stack import GroupStack, Ring
-from contracts import Job, Node
+from actors.worker.core.scheduler.feasible import EvalEligibility
+from actors.worker.core.scheduler.node_set import READY_NODES, ShuffledNodes
+from actors.worker.core.scheduler.ring import FeasibleRing
+from actors.worker.core.scheduler.stack import GroupStack
+from contracts import Job
 
 if TYPE_CHECKING:
     from actors.state import StateReader
@@ -34,9 +32,9 @@ AttemptKey = tuple[int, str, str, int]
 class AttemptCache:
     key: AttemptKey
     eligibility: EvalEligibility
-    nodes: list[Node] | None = None
-    by_dc: dict[str, int] = field(default_factory=dict)
-    rings: dict[str, tuple[Ring, FilterMetrics]] = field(default_factory=dict)
+    nodes: ShuffledNodes | None = None
+    by_dc: Mapping[str, int] = field(default_factory=dict)
+    rings: dict[str, FeasibleRing] = field(default_factory=dict)
 
     @staticmethod
     def key_for(state: StateReader, job: Job) -> AttemptKey:
@@ -44,23 +42,22 @@ class AttemptCache:
 
     def base_nodes(
         self, state: StateReader, job: Job, seed: int
-    ) -> tuple[list[Node], dict[str, int]]:
-        """Ready nodes in the job's datacenters and pool, in a shuffled order."""
+    ) -> tuple[ShuffledNodes, Mapping[str, int]]:
+        """Ready nodes in the job's datacenters and pool, in a shuffled order (drawn as
+        the rings reach them, see node_set.py)."""
         if self.nodes is None:
-            nodes, self.by_dc = ready_nodes_in_pool(state.nodes(), job)
-            random.Random(seed).shuffle(nodes)
-            self.nodes = nodes
+            ready = READY_NODES.get(state, job)
+            self.nodes, self.by_dc = ShuffledNodes(ready.nodes, seed), ready.by_dc
         return self.nodes, self.by_dc
 
     def restore(self, stack: GroupStack) -> None:
-        """Give a new attempt's stack the ring its group had (filter counts copied: the
-        stack adds to them)."""
+        """Give a new attempt's stack the ring its group had, with its filter counts (only
+        the ring adds to them, as it grows)."""
         kept = self.rings.get(stack.tg.name)
         if kept is not None:
-            ring, metrics = kept
-            stack.ring = ring
-            stack.filter_metrics = metrics.copy()
+            stack.ring = kept
+            stack.filter_metrics = kept.metrics
 
     def keep(self, stack: GroupStack) -> None:
         if stack.ring is not None and stack.tg.name not in self.rings:
-            self.rings[stack.tg.name] = (stack.ring, stack.filter_metrics.copy())
+            self.rings[stack.tg.name] = stack.ring

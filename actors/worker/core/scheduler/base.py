@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from actors.worker.core.scheduler.context import EvalContext, PlanBuilder
 from actors.worker.core.scheduler.phases import PhaseLog
-from actors.worker.core.scheduler.planner import Planner
+from actors.worker.core.scheduler.planner import CompletingPlanner, Planner
 from actors.worker.core.scheduler.select import RankedOption
 from contracts import (
     AllocatedResources,
@@ -23,6 +23,7 @@ from contracts import (
     EvalStatus,
     Evaluation,
     Job,
+    Plan,
     PlanResult,
     TriggeredBy,
 )
@@ -163,6 +164,14 @@ class SchedulerBase:
             return True
         priority = job.priority if job else evaluation.priority
         submitted = plan.build(evaluation.namespace, evaluation.job_id, priority)
+        if evaluation.status is not EvalStatus.BLOCKED and isinstance(
+            self.planner, CompletingPlanner
+        ):
+            # After a full commit `process` ends with exactly this status (a blocked eval
+            # may be reblocked instead, so it keeps the separate update).
+            self.planner.complete_on_commit(
+                self._status_eval(EvalStatus.COMPLETE, "", committed_queued(self.queued, submitted))
+            )
         result, new_state = self.planner.submit_plan(submitted)
         self.plan_result = result
         self._adjust_queued(result)
@@ -184,11 +193,7 @@ class SchedulerBase:
         return result is not None and bool(result.node_update or result.node_allocation)
 
     def _adjust_queued(self, result: PlanResult) -> None:
-        for allocs in result.node_allocation.values():
-            for alloc in allocs:
-                # In-place updates are not queued placements; only fresh ones (create_index 0).
-                if alloc.create_index == 0 and alloc.task_group in self.queued:
-                    self.queued[alloc.task_group] = max(0, self.queued[alloc.task_group] - 1)
+        self.queued = committed_queued(self.queued, result)
 
     # -- evaluations --------------------------------------------------------------------------
 
@@ -224,20 +229,23 @@ class SchedulerBase:
         self.planner.create_eval(self.blocked)
 
     def _set_status(self, status: EvalStatus, description: str) -> None:
+        self.planner.update_eval(self._status_eval(status, description, self.queued))
+
+    def _status_eval(
+        self, status: EvalStatus, description: str, queued: dict[str, int]
+    ) -> Evaluation:
         evaluation = self.eval
         assert evaluation is not None
-        self.planner.update_eval(
-            dataclasses.replace(
-                evaluation,
-                status=status,
-                status_description=description,
-                blocked_eval=self.blocked.id if self.blocked else evaluation.blocked_eval,
-                failed_tg_allocs=dict(self.failed_tg_allocs),
-                queued_allocations=dict(self.queued),
-                plan_annotations=self.annotations,
-                snapshot_index=self.state.latest_index(),
-                modify_time=self.now_ns(),
-            )
+        return dataclasses.replace(
+            evaluation,
+            status=status,
+            status_description=description,
+            blocked_eval=self.blocked.id if self.blocked else evaluation.blocked_eval,
+            failed_tg_allocs=dict(self.failed_tg_allocs),
+            queued_allocations=dict(queued),
+            plan_annotations=self.annotations,
+            snapshot_index=self.state.latest_index(),
+            modify_time=self.now_ns(),
         )
 
     def _coalesce_failure(self, task_group: str) -> bool:
@@ -318,3 +326,14 @@ class SchedulerBase:
         if next_alloc:
             changes["next_allocation"] = next_alloc
         return dataclasses.replace(alloc, **changes)  # type: ignore[arg-type]
+
+
+def committed_queued(queued: dict[str, int], committed: Plan | PlanResult) -> dict[str, int]:
+    """Queued placements per group once `committed`'s allocations are placed."""
+    out = dict(queued)
+    for allocs in committed.node_allocation.values():
+        for alloc in allocs:
+            # In-place updates are not queued placements; only fresh ones (create_index 0).
+            if alloc.create_index == 0 and alloc.task_group in out:
+                out[alloc.task_group] = max(0, out[alloc.task_group] - 1)
+    return out

@@ -162,15 +162,11 @@ class GenericScheduler(SchedulerBase):
         for stack in stacks.values():
             cache.keep(stack)
         if phases is not None:
-            # Ranking is the placement loop's time less the feasibility passes inside it.
+            # Ranking is the placement loop's time less the feasibility checks inside it.
             ended = now_ns()
-            feasibility = sum(
-                p.end_ns - p.start_ns
-                for p in phases.phases
-                if p.name == "feasibility" and p.start_ns >= placing
-            )
+            feasibility = sum(stack.feasibility_ns() for stack in stacks.values())
             for stack in stacks.values():
-                stack.report_ranking(placing, max(placing, ended - feasibility))
+                stack.report_phases(placing, ended, feasibility)
 
     def _rebase(
         self, ctx: EvalContext, job: Job, redoable: dict[str, tuple[Placement, GroupStack]]

@@ -37,3 +37,13 @@ class RefreshingPlanner(Planner, Protocol):
     def fresher_state(self, since_index: int) -> StateReader | None:
         """A state newer than `since_index`, or None if nothing was committed since."""
         ...
+
+
+@runtime_checkable
+class CompletingPlanner(Planner, Protocol):
+    """A planner that can write the eval's final status together with a plan. Before each
+    submission the scheduler hands it the status the eval ends with should that plan commit
+    in full; the planner sends it along and, when it was committed, does not send the same
+    status again through `update_eval`."""
+
+    def complete_on_commit(self, evaluation: Evaluation) -> None: ...

@@ -4,14 +4,15 @@
       -> fit (cpu, memory, disk, devices) -> score components -> limit -> max score
 
 Feasibility does not change within an evaluation, so it runs once per node per group and
-leaves a ring of feasible nodes; each placement walks the ring from where the previous one
-stopped (Nomad's StaticIterator keeps its offset), so successive placements look at fresh
-nodes. Fit and score depend on what this plan already placed and run per placement.
+leaves a ring of feasible nodes, built as walks reach its end (ring.py); each placement walks
+the ring from where the previous one stopped (Nomad's StaticIterator keeps its offset), so
+successive placements look at fresh nodes. Fit and score depend on what this plan already
+placed and run per placement.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from actors.state import EMPTY_USAGE, NodeUsage
 from actors.worker.core.scheduler.context import EvalContext, NodeLoad, PropertySet
@@ -21,7 +22,7 @@ from actors.worker.core.scheduler.feasible import (
     device_matches,
     group_constraints,
 )
-from actors.worker.core.scheduler.phases import PhaseLog, now_ns
+from actors.worker.core.scheduler.phases import PhaseLog
 from actors.worker.core.scheduler.rank import (
     RESCHEDULE_PENALTY,
     job_anti_affinity,
@@ -29,6 +30,7 @@ from actors.worker.core.scheduler.rank import (
     score_fit_binpack,
     score_fit_spread,
 )
+from actors.worker.core.scheduler.ring import FeasibleRing
 from actors.worker.core.scheduler.select import (
     MAX_SKIP,
     SKIP_SCORE_THRESHOLD,
@@ -39,10 +41,6 @@ from actors.worker.core.scheduler.spread import SpreadScorer
 from contracts import AllocMetric, Job, Node, TaskGroup
 from contracts.resources import AllocatedDevice, DeviceRequest
 
-# A group's feasible nodes with their capacities (minus reserved) and the reciprocals the
-# inlined bin-packing score multiplies by: (node, cpu, memory_mb, disk_mb, 1/cpu, 1/memory).
-Ring = list[tuple[Node, int, int, int, float, float]]
-
 
 class GroupStack:
     def __init__(
@@ -51,7 +49,7 @@ class GroupStack:
         job: Job,
         tg: TaskGroup,
         base_nodes: Sequence[Node],
-        nodes_available: dict[str, int],
+        nodes_available: Mapping[str, int],
         *,
         batch: bool,
         algorithm: str = "binpack",
@@ -66,7 +64,8 @@ class GroupStack:
         # filtering depends on what the plan placed so far and is counted per placement.
         self.filter_metrics = FilterMetrics()
         self.placement_metrics = FilterMetrics()
-        self.ring: Ring | None = None
+        self.ring: FeasibleRing | None = None
+        self._feasibility_ns = 0  # this stack's share of the ring's build time
         # Ring positions known not to fit the group's ask: within an evaluation a node only
         # fills up (stops that free room clear the mark, see `EvalContext.freed`), so later
         # placements skip them without re-checking. Value: the exhausted dimension.
@@ -101,26 +100,6 @@ class GroupStack:
 
     # -- static part ------------------------------------------------------------------------
 
-    def _build_ring(self) -> Ring:
-        """Feasible nodes with their capacities (minus reserved) and the reciprocals the
-        inlined bin-packing score multiplies by."""
-        ring = []
-        for node in self.feasibility.feasible_nodes(self.base_nodes, self.filter_metrics):
-            res, reserved = node.node_resources, node.reserved_resources
-            cpu = res.cpu - reserved.cpu
-            mem = res.memory_mb - reserved.memory_mb
-            ring.append(
-                (
-                    node,
-                    cpu,
-                    mem,
-                    res.disk_mb - reserved.disk_mb,
-                    1.0 / cpu if cpu > 0 else 0.0,
-                    1.0 / mem if mem > 0 else 0.0,
-                )
-            )
-        return ring
-
     def _distinct_property_sets(self) -> list[tuple[PropertySet, int]]:
         if self._distinct_props is None:
             sets = []
@@ -137,13 +116,31 @@ class GroupStack:
 
     # -- per placement ----------------------------------------------------------------------
 
-    def report_ranking(self, start_ns: int, end_ns: int) -> None:
-        """Record this group's ranking phase (the placement loop's time, see phases.py)."""
-        if self.phases is not None and self._rank_walks:
+    def feasibility_ns(self) -> int:
+        """Time this stack spent checking feasibility (growing its ring)."""
+        return self._feasibility_ns
+
+    def report_phases(self, start_ns: int, end_ns: int, feasibility_ns: int) -> None:
+        """Record this group's feasibility and ranking phases. Both happen inside the one
+        placement loop [start_ns, end_ns) (see phases.py): feasibility is this group's ring
+        growth, ranking the loop less every group's ring growth."""
+        if self.phases is None:
+            return
+        ring = self.ring
+        if ring is not None and self._feasibility_ns:
+            self.phases.add(
+                "feasibility",
+                start_ns,
+                start_ns + self._feasibility_ns,
+                group=self.tg.name,
+                nodes=ring.pulled,
+                feasible=len(ring.entries),
+            )
+        if self._rank_walks:
             self.phases.add(
                 "ranking",
                 start_ns,
-                end_ns,
+                max(start_ns, end_ns - feasibility_ns),
                 group=self.tg.name,
                 placements=self._rank_walks,
                 nodes_scored=self._rank_nodes,
@@ -156,25 +153,19 @@ class GroupStack:
         This loop is the scheduler's hottest code (about 20 nodes per placement, 100,000
         placements in the benchmark), hence the local aliases and the inlined bookkeeping."""
         self._rank_walks += 1
-        ring = self.ring
-        if ring is None:
-            started = now_ns()
-            ring = self.ring = self._build_ring()
-            if self.phases is not None:
-                self.phases.add(
-                    "feasibility",
-                    started,
-                    now_ns(),
-                    group=self.tg.name,
-                    nodes=len(self.base_nodes),
-                    feasible=len(ring),
-                )
+        grower = self.ring
+        if grower is None:
+            grower = self.ring = FeasibleRing(
+                self.base_nodes, self.feasibility, self.filter_metrics
+            )
+        ring = grower.entries
+        size = len(ring)
+        complete = grower.complete
+        self.last_walked = 0
+        if complete and size == 0:
+            return None
         if self._has_spread and self.spread is None:
             self.spread = SpreadScorer(self.ctx, self.job, self.tg)
-        size = len(ring)
-        self.last_walked = 0
-        if size == 0:
-            return None
         # The limit and max-score stages, fused into the walk (see select.py for the rules).
         limit = self.limit
         seen = 0
@@ -204,11 +195,21 @@ class GroupStack:
         filtered = self.placement_metrics.filtered
         i = self.cursor
         walked = 0
-        while walked < size:
+        while True:
+            if i >= size:
+                if not complete:  # the walk ran past the ring's end: check more nodes
+                    build_ns = grower.build_ns
+                    grower.extend()
+                    self._feasibility_ns += grower.build_ns - build_ns
+                    size, complete = len(ring), grower.complete
+                    continue
+                if walked >= size:
+                    break
+                i = 0
+            elif complete and walked >= size:
+                break
             position = i
             i += 1
-            if i == size:
-                i = 0
             walked += 1
             if position in exhausted:
                 continue
@@ -290,11 +291,12 @@ class GroupStack:
         return chosen
 
     def _forget_exhaustion(self) -> None:
-        ring, since = self.ring, self.synced_generation
+        grower, since = self.ring, self.synced_generation
         freed_at = self.ctx.freed_at
         if self.ctx.all_freed_at > since:
             self.exhausted.clear()
-        elif ring is not None:
+        elif grower is not None:
+            ring = grower.entries
             for position in [p for p in self.exhausted if freed_at.get(ring[p][0].id, 0) > since]:
                 del self.exhausted[position]
         self.synced_generation = self.ctx.free_generation

@@ -86,9 +86,7 @@ def test_enforce_index_conflicts(call: Client) -> None:
     assert ok.status == 200
 
 
-def test_blocking_query_returns_when_the_data_changes(
-    call: Client, backend: MemoryBackend
-) -> None:
+def test_blocking_query_returns_when_the_data_changes(call: Client, backend: MemoryBackend) -> None:
     index = call("GET", "/v1/jobs").index
     timed_out = call("GET", "/v1/jobs", index=index, wait="200ms")
     assert timed_out.status == 200 and timed_out.index == index

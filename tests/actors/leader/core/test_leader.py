@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from actors.leader.core.leader import NODE_DOWN_DESCRIPTION, LeaderCore
+from actors.leader.core.leader import NODE_DOWN_DESCRIPTION, LeaderCore, plan_completes_eval
 from actors.state import StateStore
 from contracts import (
     AllocatedResources,
@@ -134,6 +134,43 @@ def test_plan_commits_what_fits_and_carries_worker_evals(core_and_store) -> None
     )
     assert change is None and result.rejected_nodes[0].reason == "cpu exhausted"
     assert result.refresh_index > 0
+
+
+def test_a_plan_committed_in_full_writes_the_final_status_it_carries(core_and_store) -> None:
+    """`completes` goes into the plan's entry only when nothing was rejected (a partial
+    commit makes the scheduler retry, so the eval is not done)."""
+    core, store = core_and_store
+    store.commit(UpsertNodes((node("n1"),)))
+
+    def alloc(alloc_id: str) -> Allocation:
+        return Allocation(
+            id=alloc_id,
+            node_id="n1",
+            job_id="web",
+            task_group="g",
+            allocated_resources=AllocatedResources(cpu=600),
+        )
+
+    done = dataclasses.replace(
+        core._eval("default", "web", "service", TriggeredBy.JOB_REGISTER),
+        status=EvalStatus.COMPLETE,
+    )
+    full = PlanSubmission(
+        Plan(eval_id=done.id, node_allocation={"n1": (alloc("a1"),)}), "r", completes=done
+    )
+    change, result = core.apply_plan(full)
+    assert plan_completes_eval(result)
+    assert isinstance(change, UpsertAllocs) and change.evals == (done,)
+    store.commit(change)
+
+    partial = PlanSubmission(
+        Plan(eval_id="e2", node_allocation={"n1": (alloc("a2"),)}),
+        "r",
+        completes=dataclasses.replace(done, id="e2"),
+    )
+    change, result = core.apply_plan(partial)
+    assert not plan_completes_eval(result) and result.rejected_nodes
+    assert change is None  # nothing fit, and the eval is not done
 
 
 def test_missed_heartbeats_mark_nodes_down_and_reevaluate_their_jobs(core_and_store) -> None:

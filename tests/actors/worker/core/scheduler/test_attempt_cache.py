@@ -9,7 +9,7 @@ import pytest
 
 from actors.leader.core.inprocess_planner import InProcessPlanner
 from actors.state import StateReader, StateStore
-from actors.worker.core.scheduler import attempt_cache
+from actors.worker.core.scheduler import node_set
 from contracts import EvalStatus, Plan, PlanResult
 from contracts.state_log import UpsertAllocs, UpsertNodes
 
@@ -40,13 +40,13 @@ class CollidingPlanner(InProcessPlanner):
 def counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many times the base node set was computed."""
     calls: list[int] = []
-    real = attempt_cache.ready_nodes_in_pool
+    real = node_set.ready_nodes_in_pool
 
     def counting(*args: Any) -> Any:
         calls.append(1)
         return real(*args)
 
-    monkeypatch.setattr(attempt_cache, "ready_nodes_in_pool", counting)
+    monkeypatch.setattr(node_set, "ready_nodes_in_pool", counting)
     return calls
 
 

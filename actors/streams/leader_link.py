@@ -1,0 +1,133 @@
+"""Requests to the leader over its request stream, for a process that makes many at once.
+
+`send` puts the request on the leader's request stream with this link's response stream in
+`reply_to`, then waits; one reader thread reads the response stream and hands each answer to
+the caller waiting on its request id. Against a Ray call per request (the API's old path),
+the leader pays no RPC executor thread, no pickling and no wake-up: its loop reads requests
+in batches from the stream it blocks on anyway, and decides and commits a batch together.
+The request is on the stream before `send` waits, so a restarted leader still reads it (from
+its group's pending entries) and answers it once: request ids are applied at most once.
+
+Answers are keyed by request id, so a caller that timed out never gets another's answer;
+an answer nobody waits for any more is dropped. The leader caps every response stream
+(`REPLY_STREAM_MAXLEN`), and `stop` deletes this one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import threading
+import uuid
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+
+import redis
+
+from actors.streams.bus import StreamBus
+from actors.streams.envelope import BadMessage, decode_message, registry_of
+from actors.streams.names import StreamNames
+from actors.streams.wake import WakeableReads
+from contracts.messages import LeaderRequest, LeaderResponse
+
+log = logging.getLogger(__name__)
+
+RESPONSES = registry_of(LeaderResponse)
+READ_COUNT = 256
+
+
+class LeaderUnanswered(TimeoutError):
+    """The leader did not answer in time (it may be restarting, or overloaded)."""
+
+
+class LeaderLink:
+    def __init__(
+        self, client: redis.Redis, names: StreamNames, owner: str, timeout_s: float = 30.0
+    ) -> None:
+        self.names = names
+        self.timeout_s = timeout_s
+        self.bus = StreamBus(client)
+        # Unique per process: two API processes (or one restarted) never read each other's.
+        self.stream = names.responses(f"{owner}-{uuid.uuid4().hex[:12]}")
+        self._reads = WakeableReads(client)
+        self._waiting: dict[str, Future[LeaderResponse]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.sent = 0
+
+    def start(self) -> LeaderLink:
+        self._thread = threading.Thread(
+            target=self._read_responses, name="drover-leader-link", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._reads.wake()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        with contextlib.suppress(redis.RedisError):
+            self.bus.client.delete(self.stream)
+        self._reads.close()
+
+    def send(self, request: LeaderRequest, timeout_s: float | None = None) -> LeaderResponse:
+        """The leader's answer to `request` (which must carry a request id)."""
+        if not request.request_id:
+            raise ValueError("a request sent over the stream needs a request id")
+        future: Future[LeaderResponse] = Future()
+        with self._lock:
+            self._waiting[request.request_id] = future
+        try:
+            request = _replying_to(request, self.stream)
+            self.bus.publish(self.names.requests, [("LeaderRequest", request)])
+            self.sent += 1
+            wait = self.timeout_s if timeout_s is None else timeout_s
+            try:
+                return future.result(timeout=wait)
+            except FutureTimeout:
+                raise LeaderUnanswered(
+                    f"the leader did not answer request {request.request_id} within {wait:.0f}s"
+                ) from None
+        finally:
+            with self._lock:
+                self._waiting.pop(request.request_id, None)
+
+    def _read_responses(self) -> None:
+        last_id = "$"
+        while not self._stop.is_set():
+            self._reads.arm()
+            try:
+                if self._stop.is_set():
+                    return
+                reply = self._reads.client.xread(
+                    {self.stream: last_id}, count=READ_COUNT, block=1000
+                )
+            except redis.ConnectionError:
+                if self._stop.wait(0.2):
+                    return
+                continue
+            finally:
+                self._reads.disarm()
+            for _stream, rows in reply or ():
+                for message_id, fields in rows:
+                    last_id = message_id.decode() if isinstance(message_id, bytes) else message_id
+                    self._answer(fields)
+
+    def _answer(self, fields: dict[bytes, bytes]) -> None:
+        try:
+            _type, response, _trace = decode_message(fields, RESPONSES)
+        except BadMessage as exc:
+            log.error("unreadable leader response on %s: %s", self.stream, exc)
+            return
+        assert isinstance(response, LeaderResponse)
+        with self._lock:
+            future = self._waiting.pop(response.request_id, None)
+        if future is not None and not future.done():
+            future.set_result(response)
+
+
+def _replying_to(request: LeaderRequest, stream: str) -> LeaderRequest:
+    return dataclasses.replace(request, reply_to=stream)

@@ -1,0 +1,116 @@
+"""The leader link against a real leader service on a real Redis: concurrent callers each get
+their own answer, a request sent while no leader runs is answered once one does (it waits on
+the stream, not in a connection), a leader that never answers gives `LeaderUnanswered`, and
+stopping the link deletes its response stream."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import redis
+
+from actors.leader.service import LeaderService
+from actors.streams.leader_link import LeaderLink, LeaderUnanswered
+from actors.streams.names import StreamNames
+from contracts import Job, Resources, Task, TaskGroup
+from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
+
+NAMES = StreamNames("link")
+
+
+def serve(leader: LeaderService) -> Callable[[], None]:
+    stop = threading.Event()
+    thread = threading.Thread(target=leader.run, args=(stop,), daemon=True)
+    thread.start()
+
+    def halt() -> None:
+        stop.set()
+        thread.join(timeout=30)
+        assert not thread.is_alive()
+
+    return halt
+
+
+@pytest.fixture
+def link(client: redis.Redis) -> Iterator[LeaderLink]:
+    made = LeaderLink(client, NAMES, "test", timeout_s=20).start()
+    yield made
+    made.stop()
+
+
+def register(job_id: str) -> LeaderRequest:
+    task = Task(name="t", driver="mock", resources=Resources(cpu=10, memory_mb=10))
+    job = Job(id=job_id, name=job_id, task_groups=(TaskGroup("g", 1, tasks=(task,)),))
+    return LeaderRequest(RequestKind.REGISTER_JOB, request_id=f"reg-{job_id}", job=job)
+
+
+def test_concurrent_callers_each_get_their_own_answer(
+    client: redis.Redis, link: LeaderLink
+) -> None:
+    leader = LeaderService(client, NAMES)
+    leader.start()
+    halt = serve(leader)
+    try:
+        with ThreadPoolExecutor(16) as pool:
+            responses = list(pool.map(lambda i: link.send(register(f"job-{i}")), range(200)))
+    finally:
+        halt()
+    assert all(r.ok for r in responses)
+    assert [r.request_id for r in responses] == [f"reg-job-{i}" for i in range(200)]
+    assert len({r.index for r in responses}) == 200  # each its own commit
+    snapshot = leader.store.snapshot()
+    for response in responses:
+        job = snapshot.job("default", response.request_id.removeprefix("reg-"))
+        assert job is not None and job.job_modify_index == response.job_modify_index
+
+
+def test_a_request_waits_on_the_stream_for_a_leader_to_come(
+    client: redis.Redis, link: LeaderLink
+) -> None:
+    answered: list[LeaderResponse] = []
+    sender = threading.Thread(target=lambda: answered.append(link.send(register("late"))))
+    sender.start()
+    # The request is on the stream before any leader reads it.
+    while not client.exists(NAMES.requests):
+        threading.Event().wait(0.01)
+    leader = LeaderService(client, NAMES)
+    leader.start()
+    halt = serve(leader)
+    try:
+        sender.join(timeout=20)
+    finally:
+        halt()
+    assert not sender.is_alive()
+    (response,) = answered
+    assert response.ok and leader.store.job("default", "late") is not None
+
+
+def test_no_answer_in_time_is_an_error_naming_the_request(
+    client: redis.Redis, link: LeaderLink
+) -> None:
+    with pytest.raises(LeaderUnanswered, match="reg-nobody"):
+        link.send(register("nobody"), timeout_s=0.3)
+    # The caller gave up; nothing waits for that id any more.
+    assert not link._waiting
+
+
+def test_a_request_needs_an_id(link: LeaderLink) -> None:
+    with pytest.raises(ValueError, match="request id"):
+        link.send(LeaderRequest(RequestKind.REGISTER_JOB))
+
+
+def test_stop_deletes_the_response_stream(client: redis.Redis) -> None:
+    link = LeaderLink(client, NAMES, "gone", timeout_s=5).start()
+    leader = LeaderService(client, NAMES)
+    leader.start()
+    halt = serve(leader)
+    try:
+        assert link.send(register("one")).ok
+    finally:
+        halt()
+    assert client.exists(link.stream)
+    link.stop()
+    assert not client.exists(link.stream)
