@@ -70,6 +70,7 @@ class LeaderStats:
     stale_plans: int = 0
     requests: int = 0
     placed: int = 0  # new allocations committed by plans
+    commits: int = 0  # durable commits (a batch's staged requests share one)
     held_plans: int = 0  # plans held back by `hold_plans` (a test failpoint)
 
 
@@ -118,6 +119,10 @@ class LeaderService:
         # request re-read after a restart is answered, not applied again.
         self.applied: OrderedDict[str, int] = OrderedDict()
         self._inbox: queue.Queue[tuple[LeaderRequest, Future[LeaderResponse]]] = queue.Queue()
+        # Entries decided and applied but not yet durable: a batch's unfenced requests
+        # commit together (see `_handle_batch`); None outside a batch.
+        self._staged: list[LogEntry] | None = None
+        self._now_ns = now_ns
         self._hold: _PlanHold | None = None
         self._hold_lock = threading.Lock()  # hold_plans & co. are called from other threads
         # The loop blocks reading its stream; a request put in the inbox cuts that short.
@@ -220,13 +225,21 @@ class LeaderService:
         while (item := plans.pop()) is not None:
             _plan, submission = item
             self._apply_plan(submission, traces.get(id(submission), {}))
-        for request in waited:
-            response = self.handle(request, traces.get(id(request), {}))
-            self.bus.publish(
-                request.reply_to, [("LeaderResponse", response)], maxlen=REPLY_STREAM_MAXLEN
-            )
-        for request in others:
-            self.handle(request, traces.get(id(request), {}))
+        # The requests' entries are staged: each is decided on the state the ones before it
+        # left, applied at once, and all of them made durable by one commit at the end (a
+        # fenced one flushes what is staged before it commits alone). Answers go after.
+        answers: list[tuple[str, str, object]] = []
+        self._staged = []
+        try:
+            for request in waited:
+                response = self.handle(request, traces.get(id(request), {}))
+                answers.append((request.reply_to, "LeaderResponse", response))
+            for request in others:
+                self.handle(request, traces.get(id(request), {}))
+            self._flush_staged()
+        finally:
+            self._staged = None
+        self.bus.publish_each(answers, maxlen=REPLY_STREAM_MAXLEN)
 
     # -- the plan hold (a failpoint for tests) ----------------------------------------------
 
@@ -418,6 +431,10 @@ class LeaderService:
         on_durable(index) runs between the two (to answer before the local apply)."""
         if not changes:
             return self.store.latest_index()
+        if self._staged is not None:
+            if fence is None and on_durable is None:
+                return self._stage(changes, request_id, trace)
+            self._flush_staged()  # a fenced commit expects the durable log's index
         for _ in range(3):
             expected = self.store.latest_index()
             term = self.stats.term
@@ -435,6 +452,7 @@ class LeaderService:
             fences = [fence] + [None] * (len(entries) - 1)
             outcome = self.durable.commit(expected, entries, fences)
             if outcome.ok:
+                self.stats.commits += 1
                 try:
                     if on_durable is not None:
                         on_durable(outcome.index)
@@ -454,3 +472,62 @@ class LeaderService:
                 self._remember(entry)
             self.stats.index = self.store.latest_index()
         raise RuntimeError("could not commit after catching up with the log three times")
+
+    # -- staged commits (a batch's unfenced requests) ------------------------------------------
+
+    def _stage(
+        self, changes: Sequence[StateChange], request_id: str, trace: dict[str, str] | None
+    ) -> int:
+        """Apply `changes` now, durable at the batch's flush. Only unfenced changes are
+        staged: nothing but a lost term (or a moved log, which a leader holding its term
+        never sees) can refuse them, and either way the store is rebuilt from the log."""
+        assert self._staged is not None
+        expected = self.store.latest_index()
+        for i, change in enumerate(changes):
+            index = expected + i + 1
+            entry = LogEntry(
+                index,
+                self.stats.term,
+                self.store.stamped(change, index),
+                request_id if i == len(changes) - 1 else "",
+                trace=trace or {},
+            )
+            self.store.apply(entry)
+            self._remember(entry)
+            self._staged.append(entry)
+        return self.store.latest_index()
+
+    def _flush_staged(self) -> None:
+        staged = self._staged
+        if not staged:
+            return
+        self._staged = []
+        try:
+            outcome = self.durable.commit(staged[0].index - 1, staged, [None] * len(staged))
+        except NotLeaderError:
+            self._reload()  # what this store shows must be durable, even as it stops
+            raise
+        if not outcome.ok:
+            # The log moved under the staged entries: rebuild the store from the log and let
+            # the consumer retry the batch's messages one by one (each request id is applied
+            # at most once, and a plan already committed is answered, not applied again).
+            self._reload()
+            raise StagedCommitLost(
+                f"{len(staged)} staged entries at {staged[0].index}: {outcome.reason}"
+            )
+        self.stats.index = outcome.index
+        self.stats.commits += 1
+
+    def _reload(self) -> None:
+        """A fresh store (and core over it) from the durable log."""
+        self.store = StateStore()
+        self.core = LeaderCore(self.store, now_ns=self._now_ns, new_id=lambda: str(uuid.uuid4()))
+        self.applied.clear()
+        for entry in self.durable.entries_after(0):
+            self.store.apply(entry)
+            self._remember(entry)
+        self.stats.index = self.store.latest_index()
+
+
+class StagedCommitLost(RuntimeError):
+    """Staged entries could not be made durable; the store was rebuilt from the log."""

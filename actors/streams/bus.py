@@ -117,6 +117,20 @@ class StreamBus:
             pipe.xadd(stream, fields, maxlen=maxlen, approximate=True)
         return [_text(entry_id) for entry_id in pipe.execute()]
 
+    def publish_each(
+        self, messages: Sequence[tuple[str, str, object]], maxlen: int | None = None
+    ) -> list[str]:
+        """XADD each (stream, type name, message), to streams of their own, in one pipeline
+        (answers to many requesters); carries the current span's context like `publish`."""
+        if not messages:
+            return []
+        trace = inject()
+        pipe = self.client.pipeline(transaction=False)
+        for stream, type_name, message in messages:
+            fields = _wire(encode_message(type_name, message, trace))
+            pipe.xadd(stream, fields, maxlen=maxlen, approximate=True)
+        return [_text(entry_id) for entry_id in pipe.execute()]
+
     def dead_letter(
         self,
         stream: str,
