@@ -47,6 +47,9 @@ from observability.propagation import extract
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL_S = 5.0
+# Reports go out as soon as the log brings work (no tick to wait out), but at most one per
+# this gap: under load the allocations of many plans share a message.
+REPORT_GAP_S = 0.005
 
 
 class AgentService:
@@ -89,6 +92,8 @@ class AgentService:
             reduce=_without_allocs,
         )
         self.stats = {"updates": 0, "heartbeats": 0}
+        # Set by the log-tail thread when it hands the core allocations to act on.
+        self._work = threading.Event()
 
     def start(self) -> None:
         """Register the nodes (the leader also treats this as a first heartbeat), then catch
@@ -101,7 +106,13 @@ class AgentService:
         self.replica.load()
 
     def run(self, stop: threading.Event) -> None:
-        tail = threading.Thread(target=self.replica.run, args=(stop, 100), daemon=True)
+        def follow_log() -> None:
+            try:
+                self.replica.run(stop, 100)
+            finally:
+                self._work.set()  # the loop may be waiting out a long tick: stop now
+
+        tail = threading.Thread(target=follow_log, daemon=True)
         tail.start()
         next_beat = next_sweep = 0.0
         while not stop.is_set():
@@ -116,12 +127,16 @@ class AgentService:
                     with self.lock:
                         self.core.forget_terminal()
                     next_sweep = now + SWEEP_INTERVAL_S
-                if not self.report():
+                if self.report():
+                    stop.wait(REPORT_GAP_S)
+                else:
                     when_idle()
             except redis.ConnectionError:
                 if stop.is_set():
                     return
-            stop.wait(self.tick_s)
+            # The tick paces drivers and timers; new allocations cut it short.
+            if self._work.wait(self.tick_s):
+                self._work.clear()
 
     def heartbeat(self) -> None:
         self._send(LeaderRequest(RequestKind.NODE_HEARTBEAT, node_ids=self.node_ids))
@@ -148,6 +163,7 @@ class AgentService:
             if mine:
                 with self.lock:
                     self.core.apply_allocs(mine, store.job_version)
+                self._work.set()
                 if self.telemetry.enabled and entry.trace.get(""):
                     self._trace_start(entry, mine)
         elif isinstance(change, UpdateClientStatusRows | UpdateAllocsClientStatus):

@@ -5,7 +5,9 @@ gives the telemetry, its span exporter and its metric reader)."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
+from typing import Protocol
 
 import pytest
 import redis
@@ -17,6 +19,13 @@ from launch.redis_server import EmbeddedRedis
 from observability import Telemetry, configure
 
 InMemory = tuple[Telemetry, InMemorySpanExporter, InMemoryMetricReader]
+
+
+class Runnable(Protocol):
+    def run(self, stop: threading.Event) -> None: ...
+
+
+RunInThread = Callable[[Runnable], Callable[[], None]]
 
 
 @pytest.fixture
@@ -41,3 +50,27 @@ def in_memory() -> Iterator[Callable[[str], InMemory]]:
     yield make
     for telemetry in made:
         telemetry.shutdown()
+
+
+@pytest.fixture
+def run_in_thread() -> Iterator[RunInThread]:
+    """Start a service's loop on a thread; returns the function that stops it (and waits
+    for it). Loops a test leaves running are stopped at its teardown."""
+    halts: list[Callable[[], None]] = []
+
+    def start(service: Runnable) -> Callable[[], None]:
+        stop = threading.Event()
+        thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+        thread.start()
+
+        def halt() -> None:
+            stop.set()
+            thread.join(timeout=30)
+            assert not thread.is_alive(), f"{type(service).__name__} did not stop"
+
+        halts.append(halt)
+        return halt
+
+    yield start
+    for halt in halts:
+        halt()

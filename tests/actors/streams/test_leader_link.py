@@ -6,8 +6,9 @@ stopping the link deletes its response stream."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 import redis
@@ -19,19 +20,6 @@ from contracts import Job, Resources, Task, TaskGroup
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
 
 NAMES = StreamNames("link")
-
-
-def serve(leader: LeaderService) -> Callable[[], None]:
-    stop = threading.Event()
-    thread = threading.Thread(target=leader.run, args=(stop,), daemon=True)
-    thread.start()
-
-    def halt() -> None:
-        stop.set()
-        thread.join(timeout=30)
-        assert not thread.is_alive()
-
-    return halt
 
 
 @pytest.fixture
@@ -48,11 +36,11 @@ def register(job_id: str) -> LeaderRequest:
 
 
 def test_concurrent_callers_each_get_their_own_answer(
-    client: redis.Redis, link: LeaderLink
+    run_in_thread: Any, client: redis.Redis, link: LeaderLink
 ) -> None:
     leader = LeaderService(client, NAMES)
     leader.start()
-    halt = serve(leader)
+    halt = run_in_thread(leader)
     try:
         with ThreadPoolExecutor(16) as pool:
             responses = list(pool.map(lambda i: link.send(register(f"job-{i}")), range(200)))
@@ -68,7 +56,7 @@ def test_concurrent_callers_each_get_their_own_answer(
 
 
 def test_a_request_waits_on_the_stream_for_a_leader_to_come(
-    client: redis.Redis, link: LeaderLink
+    run_in_thread: Any, client: redis.Redis, link: LeaderLink
 ) -> None:
     answered: list[LeaderResponse] = []
     sender = threading.Thread(target=lambda: answered.append(link.send(register("late"))))
@@ -78,7 +66,7 @@ def test_a_request_waits_on_the_stream_for_a_leader_to_come(
         threading.Event().wait(0.01)
     leader = LeaderService(client, NAMES)
     leader.start()
-    halt = serve(leader)
+    halt = run_in_thread(leader)
     try:
         sender.join(timeout=20)
     finally:
@@ -102,11 +90,11 @@ def test_a_request_needs_an_id(link: LeaderLink) -> None:
         link.send(LeaderRequest(RequestKind.REGISTER_JOB))
 
 
-def test_stop_deletes_the_response_stream(client: redis.Redis) -> None:
+def test_stop_deletes_the_response_stream(run_in_thread: Any, client: redis.Redis) -> None:
     link = LeaderLink(client, NAMES, "gone", timeout_s=5).start()
     leader = LeaderService(client, NAMES)
     leader.start()
-    halt = serve(leader)
+    halt = run_in_thread(leader)
     try:
         assert link.send(register("one")).ok
     finally:

@@ -5,9 +5,9 @@ with the reason, nothing lost)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -33,22 +33,8 @@ from contracts.messages import AckOutcome, EvalAck, EvalDelivery, LeaderRequest,
 NAMES = StreamNames("wrk")
 
 
-def run_in_thread(service: LeaderService | WorkerService) -> Callable[[], None]:
-    """Start the service's loop on a thread; returns the function that stops it."""
-    stop = threading.Event()
-    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    thread.start()
-
-    def halt() -> None:
-        stop.set()
-        thread.join(timeout=30)
-        assert not thread.is_alive()
-
-    return halt
-
-
 @pytest.fixture
-def leader(client: redis.Redis) -> Iterator[LeaderService]:
+def leader(run_in_thread: Any, client: redis.Redis) -> Iterator[LeaderService]:
     """A leader serving its streams on a thread (the test talks to it through `submit`)."""
     service = LeaderService(client, NAMES)
     service.start()
@@ -113,7 +99,7 @@ def wait_for(done: Callable[[], bool], timeout_s: float = 60.0) -> None:
 
 
 def test_deliveries_are_planned_committed_and_acked_once_their_status_is_written(
-    client: redis.Redis, leader: LeaderService
+    run_in_thread: Any, client: redis.Redis, leader: LeaderService
 ) -> None:
     add_nodes(leader, "n1", "n2")
     first, _ = register(leader, "a")
@@ -152,21 +138,26 @@ def requests_logged(client: redis.Redis) -> list[str]:
     return kinds
 
 
-def test_a_plan_committed_in_full_carries_the_final_status(
-    client: redis.Redis, leader: LeaderService
-) -> None:
-    """The usual eval sends one message to the leader, its plan: the final status rides in
-    the plan's entry, so no status request follows and the ack goes at once."""
-    add_nodes(leader, "n1", "n2")
-    evaluation, index = register(leader, "a")
+def schedule_one(run_in_thread: Any, client: redis.Redis, delivery: EvalDelivery) -> None:
+    """A fresh worker takes `delivery`; returns once it acked (or nacked) it."""
     worker = WorkerService("w1", client, NAMES)
     worker.start()
-    deliver(client, EvalDelivery(evaluation, "token-a", index))
+    deliver(client, delivery)
     halt = run_in_thread(worker)
     try:
         wait_for(lambda: len(acks(client)) == 1)
     finally:
         halt()
+
+
+def test_a_plan_committed_in_full_carries_the_final_status(
+    run_in_thread: Any, client: redis.Redis, leader: LeaderService
+) -> None:
+    """The usual eval sends one message to the leader, its plan: the final status rides in
+    the plan's entry, so no status request follows and the ack goes at once."""
+    add_nodes(leader, "n1", "n2")
+    evaluation, index = register(leader, "a")
+    schedule_one(run_in_thread, client, EvalDelivery(evaluation, "token-a", index))
 
     assert acks(client)[0].outcome is AckOutcome.ACK
     assert requests_logged(client) == ["PlanSubmission"]
@@ -179,7 +170,7 @@ def test_a_plan_committed_in_full_carries_the_final_status(
 
 
 def test_failed_placements_end_in_the_plan_s_entry_with_their_blocked_eval(
-    client: redis.Redis, leader: LeaderService
+    run_in_thread: Any, client: redis.Redis, leader: LeaderService
 ) -> None:
     """A group that only partly fits: the plan commits what fits (in full, from the
     leader's view), and the status with its failures and blocked eval rides along."""
@@ -187,14 +178,7 @@ def test_failed_placements_end_in_the_plan_s_entry_with_their_blocked_eval(
     request = LeaderRequest(RequestKind.REGISTER_JOB, request_id="reg-big", job=job("big", 50))
     index = write(leader, request)
     (evaluation,) = leader.store.snapshot().evals_by_job("default", "big")
-    worker = WorkerService("w1", client, NAMES)
-    worker.start()
-    deliver(client, EvalDelivery(evaluation, "t", index))
-    halt = run_in_thread(worker)
-    try:
-        wait_for(lambda: len(acks(client)) == 1)
-    finally:
-        halt()
+    schedule_one(run_in_thread, client, EvalDelivery(evaluation, "t", index))
 
     assert requests_logged(client) == ["PlanSubmission"]
     state = leader.store.snapshot()
@@ -207,7 +191,7 @@ def test_failed_placements_end_in_the_plan_s_entry_with_their_blocked_eval(
 
 
 def test_a_restarted_worker_s_status_writes_are_applied_not_taken_for_repeats(
-    client: redis.Redis, leader: LeaderService
+    run_in_thread: Any, client: redis.Redis, leader: LeaderService
 ) -> None:
     """Ray restarts a dead worker under the same id: the new incarnation's requests must not
     reuse the old one's ids, or the leader answers them as already applied and the evals
@@ -231,7 +215,7 @@ def test_a_restarted_worker_s_status_writes_are_applied_not_taken_for_repeats(
 
 
 def test_a_plan_under_a_superseded_token_is_refused_and_the_delivery_nacked(
-    client: redis.Redis, leader: LeaderService
+    run_in_thread: Any, client: redis.Redis, leader: LeaderService
 ) -> None:
     add_nodes(leader, "n1")
     evaluation, index = register(leader, "a")
@@ -255,7 +239,7 @@ def test_a_plan_under_a_superseded_token_is_refused_and_the_delivery_nacked(
 
 
 def test_the_final_status_is_fenced_too_and_the_redelivery_writes_it(
-    client: redis.Redis, leader: LeaderService
+    run_in_thread: Any, client: redis.Redis, leader: LeaderService
 ) -> None:
     # No nodes: nothing to plan, so the only write is the eval's status and its blocked eval.
     evaluation, index = register(leader, "a")
@@ -301,7 +285,9 @@ def test_without_a_leader_answer_the_eval_is_nacked_with_the_reason(client: redi
     assert leader.store.snapshot().allocs_by_job("default", "a") == []
 
 
-def test_an_unanswered_status_write_is_nacked_not_acked(client: redis.Redis) -> None:
+def test_an_unanswered_status_write_is_nacked_not_acked(
+    run_in_thread: Any, client: redis.Redis
+) -> None:
     leader = LeaderService(client, NAMES)  # no loop: the status write is never answered
     leader.start()
     evaluation, index = register(leader, "a", on_loop=False)  # no nodes: no plan either

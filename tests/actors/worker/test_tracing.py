@@ -5,9 +5,9 @@
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import redis
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -43,18 +43,6 @@ BROKER = {"traceparent": f"00-{BROKER_TRACE:032x}-{BROKER_SPAN:016x}-01"}
 InMemory = tuple[Telemetry, InMemorySpanExporter, InMemoryMetricReader]
 
 
-def run_in_thread(service: LeaderService | WorkerService) -> Callable[[], None]:
-    stop = threading.Event()
-    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    thread.start()
-
-    def halt() -> None:
-        stop.set()
-        thread.join(timeout=30)
-
-    return halt
-
-
 def wait_for(done: Callable[[], bool], timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not done():
@@ -72,7 +60,7 @@ def node(node_id: str) -> Node:
 
 
 def schedule_one(
-    client: redis.Redis, in_memory: Callable[[str], InMemory], outstanding: str
+    run_in_thread: Any, client: redis.Redis, in_memory: Callable[[str], InMemory], outstanding: str
 ) -> tuple[InMemorySpanExporter, InMemorySpanExporter, str, dict[bytes, bytes]]:
     """Deliver one eval (token "t1") with the broker's context to a traced worker while a
     traced leader serves; returns (worker spans, leader spans, delivery id, ack fields)."""
@@ -122,9 +110,11 @@ def traceparent(span: ReadableSpan) -> bytes:
 
 
 def test_a_delivery_is_one_trace_from_the_broker_through_the_leader_to_the_ack(
-    client: redis.Redis, in_memory: Callable[[str], InMemory]
+    run_in_thread: Any, client: redis.Redis, in_memory: Callable[[str], InMemory]
 ) -> None:
-    spans, leader_spans, delivery_id, ack = schedule_one(client, in_memory, outstanding="t1")
+    spans, leader_spans, delivery_id, ack = schedule_one(
+        run_in_thread, client, in_memory, outstanding="t1"
+    )
 
     process = one(spans, c.span_name(c.OP_PROCESS, NAMES.deliveries))
     assert process.kind is SpanKind.CONSUMER and parent_of(process) == BROKER_SPAN
@@ -163,9 +153,9 @@ def test_a_delivery_is_one_trace_from_the_broker_through_the_leader_to_the_ack(
 
 
 def test_a_refused_delivery_is_nacked_in_a_span_that_says_why(
-    client: redis.Redis, in_memory: Callable[[str], InMemory]
+    run_in_thread: Any, client: redis.Redis, in_memory: Callable[[str], InMemory]
 ) -> None:
-    spans, _, _, ack = schedule_one(client, in_memory, outstanding="t2")  # redelivered
+    spans, _, _, ack = schedule_one(run_in_thread, client, in_memory, outstanding="t2")
     nacked = one(spans, c.SPAN_EVAL_NACK)
     assert nacked.attributes is not None
     assert nacked.attributes[c.EVAL_OUTCOME] == "nack"
