@@ -327,11 +327,10 @@ class WorkerService:
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
             try:
+                self.replica.catch_up()  # what was committed while we waited (no blocking)
                 if self._consumer.poll_once():
-                    # Each delivery caught the replica up itself, as it started.
                     self._last_delivery = time.monotonic()
                 else:
-                    self.replica.catch_up()  # what was committed while we waited
                     # Idle: ack what is in flight; once quiet, file some of the allocations
                     # queued per job, so that a later evaluation has less to settle.
                     self.finish_unacked()
