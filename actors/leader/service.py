@@ -236,9 +236,13 @@ class LeaderService:
                 answers.append((request.reply_to, "LeaderResponse", response))
             for request in others:
                 self.handle(request, traces.get(id(request), {}))
-            self._flush_staged()
         finally:
-            self._staged = None
+            # Even when a request raised: what was staged is applied and remembered, so it
+            # must be durable before the consumer retries the batch's messages one by one.
+            try:
+                self._flush_staged()
+            finally:
+                self._staged = None
         self.bus.publish_each(answers, maxlen=REPLY_STREAM_MAXLEN)
 
     # -- the plan hold (a failpoint for tests) ----------------------------------------------

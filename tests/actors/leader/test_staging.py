@@ -134,3 +134,30 @@ def test_answers_wait_for_the_flush(harness: Any, client: redis.Redis) -> None:
     harness.send(register("a"), register("b"))
     service.poll_once()
     assert len(seen) == 2 and all(index <= logged for index, logged in seen)
+
+
+def test_a_request_that_raises_leaves_the_staged_ones_durable(harness: Any) -> None:
+    """A bug in one request's handling must not leave the requests staged before it applied
+    but not durable: they are flushed, and the retried batch answers them from the log."""
+    service: LeaderService = harness.leader()
+    real_handle = service.core.handle
+
+    def failing_once(request: LeaderRequest) -> Any:
+        if request.request_id == "reg-bad" and not failed:
+            failed.append(request.request_id)
+            raise RuntimeError("a bug in the core")
+        return real_handle(request)
+
+    failed: list[str] = []
+    service.core.handle = failing_once  # type: ignore[method-assign]
+    harness.send(register("a"), register("bad"), register("c"))
+    for _ in range(5):
+        service.poll_once()
+    assert failed == ["reg-bad"]
+    got = answers(harness)
+    assert set(got) == {"reg-a", "reg-bad", "reg-c"} and all(r.ok for r in got.values())
+    # Every job once, and the store is exactly the log.
+    for job_id in ("a", "bad", "c"):
+        assert len(service.store.job_versions("default", job_id)) == 1
+    rebuilt = harness.leader()
+    assert rebuilt.store.latest_index() == service.store.latest_index() == harness.log_length()
