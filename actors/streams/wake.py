@@ -14,10 +14,10 @@ The protocol that keeps a wake from being missed:
     other thread:  put the work; reads.wake()
 
 Either the loop sees the work before it blocks, or `wake()` sees it armed. A wake that reaches
-Redis in the microseconds between the loop's check and its read starting to block does
-nothing: that read then waits its block out, the old latency, rarely. Waking an idle or busy
-loop costs nothing (no command is sent unless it is armed), and each block is woken at most
-once.
+Redis in the microseconds between the loop's check and its read starting to block finds
+nothing blocked: that read then waits its block out (the old latency, rarely) unless another
+wake comes, since such a wake leaves the loop armed. Waking an idle or busy loop costs
+nothing (no command is sent unless it is armed), and a block is woken at most once.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ class WakeableReads:
         self._id: int | None = None
         self._lock = threading.Lock()
         self._armed = False
+        self._cycle = 0  # counts arm() and disarm() calls: a wake knows whose block it hit
         self.wakes = 0  # CLIENT UNBLOCKs sent
 
     def arm(self) -> None:
@@ -51,10 +52,12 @@ class WakeableReads:
             self._id = int(self.client.client_id())
         with self._lock:
             self._armed = True
+            self._cycle += 1
 
     def disarm(self) -> None:
         with self._lock:
             self._armed = False
+            self._cycle += 1
 
     @property
     def armed(self) -> bool:
@@ -68,11 +71,16 @@ class WakeableReads:
             if not self._armed or self._id is None:
                 return
             self._armed = False  # one unblock per block
-            client_id = self._id
+            client_id, cycle = self._id, self._cycle
         self.wakes += 1
+        unblocked = False
         # On failure the loop waits its block out: late, never wrong.
         with contextlib.suppress(redis.RedisError):
-            self._waker.client_unblock(client_id)
+            unblocked = bool(self._waker.client_unblock(client_id))
+        if not unblocked:
+            with self._lock:
+                if self._cycle == cycle:  # armed, but its read had not begun to block
+                    self._armed = True
 
     @property
     def connection_id(self) -> int | None:

@@ -51,8 +51,9 @@ def test_a_loop_that_is_not_armed_is_never_sent_a_wake(client: redis.Redis) -> N
     reads.wake()
     assert reads.wakes == 0
     reads.arm()
+    reads.wake()  # nothing blocked yet: it stays armed for the next
+    reads.disarm()  # the loop went on without blocking
     reads.wake()
-    reads.wake()  # one unblock per block
     assert reads.wakes == 1
     reads.close()
 
@@ -87,3 +88,31 @@ def test_work_published_meanwhile_is_still_read(client: redis.Redis) -> None:
     reads.disarm()
     assert rows and len(rows[0][1]) == 1
     reads.close()
+
+
+def test_a_wake_that_finds_nothing_blocked_leaves_the_loop_armed_for_the_next(
+    client: redis.Redis, blocked_in: Callable[[str], int]
+) -> None:
+    """The lost wake of wake.py: armed, but the read not blocking yet. The unblock finds
+    nothing to end, so the next wake is still sent and ends the block."""
+    reads = WakeableReads(client)
+    reads.arm()  # the loop checked for work; its read has not started
+    reads.wake()
+    assert reads.armed and reads.wakes == 1
+    result: list[object] = []
+
+    def read() -> None:
+        try:
+            result.append(reads.client.xread({"s": "$"}, block=MINUTE_MS))
+        finally:
+            reads.disarm()
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    assert blocked_in("xread") == reads.connection_id
+    reads.wake()
+    thread.join(timeout=30)
+    assert not thread.is_alive() and result == [[]] and reads.wakes == 2
+    assert not reads.armed  # disarmed by the loop: later wakes send nothing
+    reads.wake()
+    assert reads.wakes == 2
