@@ -108,7 +108,8 @@ class AgentService:
     def run(self, stop: threading.Event) -> None:
         def follow_log() -> None:
             try:
-                self.replica.run(stop, 100)
+                # Reports go out at most every REPORT_GAP_S anyway: read the log as often.
+                self.replica.run(stop, 100, linger_s=REPORT_GAP_S)
             finally:
                 self._work.set()  # the loop may be waiting out a long tick: stop now
 

@@ -114,11 +114,15 @@ class LogReplica:
     def snapshot(self) -> StateSnapshot:
         return self.store.snapshot()
 
-    def run(self, stop: threading.Event, block_ms: int = 200) -> None:
-        """Tail the log until `stop` is set (the replica's thread)."""
+    def run(self, stop: threading.Event, block_ms: int = 200, linger_s: float = 0.0) -> None:
+        """Tail the log until `stop` is set (the replica's thread). With `linger_s`, a read
+        that brought entries is followed by that pause, so that the next one brings several:
+        for followers that need not see each entry at once, every entry otherwise costs
+        each of them a read of its own."""
         while not stop.is_set():
             try:
-                self.catch_up(block_ms=block_ms)
+                if self.catch_up(block_ms=block_ms) and linger_s:
+                    stop.wait(linger_s)
             except redis.ConnectionError:
                 if stop.is_set():
                     return
