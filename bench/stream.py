@@ -99,25 +99,26 @@ def percentile_ms(values: Sequence[float], q: float) -> float | None:
 # -- following the state log ----------------------------------------------------------------
 
 
-def scan_entry(raw: bytes) -> Iterator[tuple[str, str, str]]:
+def scan_entry(raw: bytes) -> tuple[int, list[tuple[str, str, str]]]:
     """What the bench needs of a log entry, read off its wire form without building records
-    (decode_entry would build each whole job): ("job", job ID, ""), ("alloc", job ID, alloc
-    ID) for a placement, ("running", alloc ID, "") for a client report."""
+    (decode_entry would build each whole job): when the leader committed it (ns, 0 if not
+    recorded) and ("job", job ID, ""), ("alloc", job ID, alloc ID) for a placement,
+    ("running", alloc ID, "") for a client report."""
     data = orjson.loads(raw)
     kind, change = data["Type"], data["Change"]
+    events = []
     if kind == "UpsertJob":
-        yield "job", change["Job"]["ID"], ""
+        events.append(("job", change["Job"]["ID"], ""))
     elif kind == "UpsertAllocs":
         for group in change["AllocGroups"]:
             shared = group["Shared"]
             if shared["DesiredStatus"] == "run":
-                for row in group["Rows"]:
-                    yield "alloc", shared["JobID"], row[ROW_ID]
+                events += [("alloc", shared["JobID"], row[ROW_ID]) for row in group["Rows"]]
     elif kind == "UpdateAllocsClientStatus":
         for group in change["UpdateGroups"]:
             if group["ClientStatus"] == "running":
-                for alloc_id, _node_id in group["Rows"]:
-                    yield "running", alloc_id, ""
+                events += [("running", alloc_id, "") for alloc_id, _node_id in group["Rows"]]
+    return int(data.get("Time", 0)), events
 
 
 class LogFollower:
@@ -142,14 +143,20 @@ class LogFollower:
         return self
 
     def _run(self) -> None:
+        # Entries carry the leader's commit time (wall clock); the bench's clock is monotonic.
+        wall_offset = time.time() - time.monotonic()
         while True:  # a daemon thread: it ends with the load process
             reply: Any = self.client.xread({self.stream: self._position}, count=10_000, block=1000)
-            seen = time.monotonic()
+            read_at = time.monotonic()
             for _stream, rows in reply or ():
                 self._position = rows[-1][0]
                 with self.changed:
                     for _id, fields in rows:
-                        for kind, key, alloc_id in scan_entry(fields[b"e"]):
+                        committed_ns, events = scan_entry(fields[b"e"])
+                        # Stamped by the leader, so a follower that reads late (the load
+                        # process starved of CPU past saturation) still times commits right.
+                        seen = committed_ns / 1e9 - wall_offset if committed_ns else read_at
+                        for kind, key, alloc_id in events:
                             self._record(kind, key, alloc_id, seen)
                     self.changed.notify_all()
 

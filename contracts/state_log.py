@@ -253,6 +253,10 @@ class LogEntry:
     # W3C traceparents: "" -> the span that committed the entry (a plan apply, a request);
     # an eval ID -> the span that enqueued that evaluation (the root of its trace).
     trace: dict[str, str] = field(default_factory=dict)
+    # When the leader committed it (wall clock, ns since the epoch; 0: not recorded). Lets a
+    # follower tell how far behind the leader it reads, and a benchmark time commits exactly
+    # however late it reads them.
+    committed_ns: int = 0
 
 
 def encode_entry(entry: LogEntry) -> bytes:
@@ -270,6 +274,8 @@ def encode_entry(entry: LogEntry) -> bytes:
         data["RequestID"] = entry.request_id
     if entry.trace:
         data["Trace"] = entry.trace
+    if entry.committed_ns:
+        data["Time"] = entry.committed_ns
     return orjson.dumps(data)
 
 
@@ -367,6 +373,7 @@ def _expand_updates(
 
 
 _ENTRY_KEYS = ("Index", "Term", "Type", "Change")
+_OPTIONAL_ENTRY_KEYS = ("RequestID", "Trace", "Time")
 
 
 def decode_entry(
@@ -392,7 +399,7 @@ def decode_entry(
     if not isinstance(data, dict):
         raise CodecError("$", f"expected an object, got {describe(data)}")
     for key in data:
-        if key not in _ENTRY_KEYS and key not in ("RequestID", "Trace"):
+        if key not in _ENTRY_KEYS and key not in _OPTIONAL_ENTRY_KEYS:
             raise CodecError(f"$.{key}", "unknown field")
     for key in _ENTRY_KEYS:
         if key not in data:
@@ -426,4 +433,5 @@ def decode_entry(
             )
     request_id = from_wire(str, data.get("RequestID", ""), "$.RequestID")
     trace = from_wire(dict[str, str], data["Trace"], "$.Trace") if "Trace" in data else {}
-    return LogEntry(index=index, term=term, change=change, request_id=request_id, trace=trace)
+    committed_ns = from_wire(int, data.get("Time", 0), "$.Time")
+    return LogEntry(index, term, change, request_id, trace, committed_ns)

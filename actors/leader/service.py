@@ -442,6 +442,7 @@ class LeaderService:
         for _ in range(3):
             expected = self.store.latest_index()
             term = self.stats.term
+            now_ns = time.time_ns()
             entries = [
                 LogEntry(
                     expected + i + 1,
@@ -450,6 +451,7 @@ class LeaderService:
                     self.store.stamped(c, expected + i + 1),
                     request_id if i == len(changes) - 1 else "",
                     trace=trace or {},
+                    committed_ns=now_ns,
                 )
                 for i, c in enumerate(changes)
             ]
@@ -487,6 +489,7 @@ class LeaderService:
         never sees) can refuse them, and either way the store is rebuilt from the log."""
         assert self._staged is not None
         expected = self.store.latest_index()
+        now_ns = time.time_ns()
         for i, change in enumerate(changes):
             index = expected + i + 1
             entry = LogEntry(
@@ -495,6 +498,7 @@ class LeaderService:
                 self.store.stamped(change, index),
                 request_id if i == len(changes) - 1 else "",
                 trace=trace or {},
+                committed_ns=now_ns,  # decided now, durable within this batch
             )
             self.store.apply(entry)
             self._remember(entry)

@@ -89,10 +89,15 @@ def test_the_follower_reads_what_the_leader_writes() -> None:
         UpdateAllocsClientStatus((running, failed)),
     ]
     seen = [
-        list(scan_entry(encode_entry(LogEntry(index=i + 1, term=1, change=change))))
+        scan_entry(encode_entry(LogEntry(i + 1, 1, change, committed_ns=1_000 + i)))
         for i, change in enumerate(entries)
     ]
-    assert seen == [[("job", "j-1", "")], [("alloc", "j-1", "a-1")], [("running", "a-1", "")]]
+    assert seen == [
+        (1_000, [("job", "j-1", "")]),
+        (1_001, [("alloc", "j-1", "a-1")]),
+        (1_002, [("running", "a-1", "")]),
+    ]
+    assert scan_entry(encode_entry(LogEntry(1, 1, entries[0])))[0] == 0  # not recorded
 
 
 def test_the_request_body_is_a_valid_single_allocation_job() -> None:

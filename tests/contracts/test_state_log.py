@@ -118,6 +118,19 @@ def test_trace_context_rides_in_the_entry() -> None:
         raise AssertionError("a bad Trace field must be refused")
 
 
+def test_the_commit_time_rides_in_the_entry() -> None:
+    from contracts.state_log import LogEntry, UpsertEvals, decode_entry, encode_entry
+
+    entry = LogEntry(3, 1, UpsertEvals(()), committed_ns=1_764_000_000_123_456_789)
+    assert decode_entry(encode_entry(entry)).committed_ns == 1_764_000_000_123_456_789
+    assert b"Time" not in encode_entry(LogEntry(4, 1, UpsertEvals(())))
+    assert decode_entry(encode_entry(LogEntry(4, 1, UpsertEvals(())))).committed_ns == 0
+    data = orjson.loads(encode_entry(entry))
+    data["Time"] = "yesterday"
+    with pytest.raises(CodecError, match=r"\$\.Time"):
+        decode_entry(orjson.dumps(data))
+
+
 def test_client_reports_travel_as_rows_and_the_object_form_is_still_read() -> None:
     from contracts.codec import dumps, from_wire, loads
     from contracts.messages import LeaderRequest, RequestKind

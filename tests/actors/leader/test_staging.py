@@ -55,6 +55,8 @@ def test_a_batch_of_requests_is_one_commit_and_each_sees_the_last(harness: Any) 
     assert all(r.ok for r in got.values())
     assert got["reg-a"].index < got["reg-b"].index < got["reg-c"].index < got["reg-a-again"].index
     assert [v.version for v in service.store.job_versions("default", "a")] == [1, 0]
+    # Every entry says when the leader committed it.
+    assert all(e.committed_ns > 0 for e in service.durable.entries_after(log))
     # What the followers will read is what the leader applied.
     restarted = harness.leader()
     assert restarted.store.latest_index() == service.store.latest_index()
