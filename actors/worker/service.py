@@ -373,6 +373,7 @@ class WorkerService:
             )
             assert isinstance(response, LeaderResponse)
             if not response.ok:
+                self.stats["nacks"] += 1
                 outcome, reason = AckOutcome.NACK, response.error
         except LeaderUnavailable as exc:
             self.stats["nacks"] += 1
@@ -407,6 +408,7 @@ class WorkerService:
                 self.stats["rebased_nodes"] += scheduler.rebased_nodes
             return AckOutcome.ACK, "", planner.flush()
         except StaleDelivery as exc:
+            self.stats["nacks"] += 1
             return AckOutcome.NACK, str(exc), ""
         except Exception as exc:  # a failed eval is nacked and redelivered, never lost
             log.exception("eval %s failed on %s", delivery.eval.id, self.worker_id)

@@ -232,6 +232,7 @@ def test_a_plan_under_a_superseded_token_is_refused_and_the_delivery_nacked(
     (ack,) = acks(client)
     assert (ack.outcome, ack.token, ack.reason) == (AckOutcome.NACK, "old", STALE_TOKEN)
     assert leader.stats.stale_plans == 1
+    assert worker.stats["nacks"] == 1
     state = leader.store.snapshot()
     assert state.allocs_by_job("default", "a") == []
     pending = state.eval(evaluation.id)
@@ -264,6 +265,7 @@ def test_the_final_status_is_fenced_too_and_the_redelivery_writes_it(
     assert done is not None and done.status is EvalStatus.COMPLETE and done.failed_tg_allocs
     blocked = state.eval(done.blocked_eval)
     assert blocked is not None and blocked.status is EvalStatus.BLOCKED
+    assert worker.stats["nacks"] == 1  # the refused status write
 
 
 def test_without_a_leader_answer_the_eval_is_nacked_with_the_reason(client: redis.Redis) -> None:
