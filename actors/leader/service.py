@@ -123,6 +123,10 @@ class LeaderService:
         # commit together (see `_handle_batch`); None outside a batch.
         self._staged: list[LogEntry] | None = None
         self._now_ns = now_ns
+        # A staged flush failed and the store could not be rebuilt yet: the loop rebuilds
+        # it before deciding anything else. A lost term stops the loop.
+        self._store_lost = False
+        self._deposed = False
         self._hold: _PlanHold | None = None
         self._hold_lock = threading.Lock()  # hold_plans & co. are called from other threads
         # The loop blocks reading its stream; a request put in the inbox cuts that short.
@@ -167,17 +171,27 @@ class LeaderService:
                 time.sleep(0.2)
 
     def poll_once(self) -> int:
+        if self._deposed:
+            raise NotLeaderError(f"term {self.stats.term} is no longer current")
+        if self._store_lost:
+            self._reload()  # before anything is decided on it (raises while Redis is away)
+        index = self.store.latest_index()
         self.reads.arm()
         try:
             handled = self._consumer.poll_once(wait=self._inbox.empty())
         finally:
             self.reads.disarm()
+        if self._deposed:  # found while handling (the consumer swallows handler errors)
+            raise NotLeaderError(f"term {self.stats.term} is no longer current")
         handled += self._apply_held_if_due()  # released, or its deadline passed
         handled += self._drain_inbox()
         expired = self.heartbeats.expired(time.monotonic())
         if expired:
             self._commit(self.core.mark_nodes_down(expired))
-        if handled:
+        # Heartbeats alone change nothing: a turn counts as busy for the heap pacer only if
+        # it committed something (agents beat every few seconds; each would otherwise keep
+        # the idle sweep off for good).
+        if self.store.latest_index() != index:
             after_state_applied()
         else:
             when_idle()
@@ -210,6 +224,8 @@ class LeaderService:
         fire-and-forget ones (client reports, heartbeats, the broker's writes), in the order
         they came. Messages of one batch are concurrent, so any order is valid, and a
         producer that waits for its answer has no other request outstanding."""
+        if self._deposed:  # the consumer retries a failed batch one by one: decide nothing
+            raise NotLeaderError(f"term {self.stats.term} is no longer current")
         plans: PlanQueue[PlanSubmission] = PlanQueue()
         waited: list[LeaderRequest] = []
         others: list[LeaderRequest] = []
@@ -238,12 +254,14 @@ class LeaderService:
                 self.handle(request, traces.get(id(request), {}))
         finally:
             # Even when a request raised: what was staged is applied and remembered, so it
-            # must be durable before the consumer retries the batch's messages one by one.
+            # must be durable before the consumer retries the batch's messages one by one,
+            # and the requests answered before the error are answered in full now (a retry
+            # could only answer them with their index).
             try:
                 self._flush_staged()
             finally:
                 self._staged = None
-        self.bus.publish_each(answers, maxlen=REPLY_STREAM_MAXLEN)
+            self.bus.publish_each(answers, maxlen=REPLY_STREAM_MAXLEN)
 
     # -- the plan hold (a failpoint for tests) ----------------------------------------------
 
@@ -456,7 +474,11 @@ class LeaderService:
                 for i, c in enumerate(changes)
             ]
             fences = [fence] + [None] * (len(entries) - 1)
-            outcome = self.durable.commit(expected, entries, fences)
+            try:
+                outcome = self.durable.commit(expected, entries, fences)
+            except NotLeaderError:
+                self._deposed = True
+                raise
             if outcome.ok:
                 self.stats.commits += 1
                 try:
@@ -513,28 +535,47 @@ class LeaderService:
         try:
             outcome = self.durable.commit(staged[0].index - 1, staged, [None] * len(staged))
         except NotLeaderError:
-            self._reload()  # what this store shows must be durable, even as it stops
+            self._deposed = True  # the loop stops; nothing more is decided on this store
+            raise
+        except BaseException:
+            # Redis unreachable, or the answer lost: the entries may or may not be durable.
+            # The store is ahead of what is known to be, so it is rebuilt from the log.
+            self._lose_store()
             raise
         if not outcome.ok:
             # The log moved under the staged entries: rebuild the store from the log and let
             # the consumer retry the batch's messages one by one (each request id is applied
             # at most once, and a plan already committed is answered, not applied again).
-            self._reload()
+            self._lose_store()
             raise StagedCommitLost(
                 f"{len(staged)} staged entries at {staged[0].index}: {outcome.reason}"
             )
         self.stats.index = outcome.index
         self.stats.commits += 1
 
+    def _lose_store(self) -> None:
+        """Rebuild the store from the log now if Redis answers, else before the next turn."""
+        self._store_lost = True
+        try:
+            self._reload()
+        except redis.RedisError:
+            log.warning("rebuilding the leader's store from the log failed; retrying")
+
     def _reload(self) -> None:
-        """A fresh store (and core over it) from the durable log."""
-        self.store = StateStore()
-        self.core = LeaderCore(self.store, now_ns=self._now_ns, new_id=lambda: str(uuid.uuid4()))
-        self.applied.clear()
+        """A fresh store (and core over it) from the durable log, swapped in only once
+        complete (the actor's reads take snapshots of `store` from other threads)."""
+        store = StateStore()
+        applied: OrderedDict[str, int] = OrderedDict()
         for entry in self.durable.entries_after(0):
-            self.store.apply(entry)
-            self._remember(entry)
-        self.stats.index = self.store.latest_index()
+            store.apply(entry)
+            if entry.request_id:
+                applied[entry.request_id] = entry.index
+                if len(applied) > APPLIED_REQUESTS_KEPT:
+                    applied.popitem(last=False)
+        self.store, self.applied = store, applied
+        self.core = LeaderCore(store, now_ns=self._now_ns, new_id=lambda: str(uuid.uuid4()))
+        self.stats.index = store.latest_index()
+        self._store_lost = False
 
 
 class StagedCommitLost(RuntimeError):

@@ -96,16 +96,20 @@ class LeaderLink:
                 self._waiting.pop(request.request_id, None)
 
     def _read_responses(self) -> None:
-        last_id = "$"
+        # The stream is this link's alone (its name holds a fresh id): read it from the
+        # start, so that no answer written before a read began is ever skipped.
+        last_id = "0-0"
         while not self._stop.is_set():
-            self._reads.arm()
             try:
+                self._reads.arm()  # asks Redis for the connection's id after a reconnect
                 if self._stop.is_set():
                     return
                 reply = self._reads.client.xread(
                     {self.stream: last_id}, count=READ_COUNT, block=1000
                 )
-            except redis.ConnectionError:
+            except Exception as exc:  # never die: every later write would time out
+                if not isinstance(exc, redis.ConnectionError):
+                    log.exception("reading leader responses on %s failed", self.stream)
                 if self._stop.wait(0.2):
                     return
                 continue

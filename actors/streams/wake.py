@@ -16,8 +16,9 @@ The protocol that keeps a wake from being missed:
 Either the loop sees the work before it blocks, or `wake()` sees it armed. A wake that reaches
 Redis in the microseconds between the loop's check and its read starting to block finds
 nothing blocked: that read then waits its block out (the old latency, rarely) unless another
-wake comes, since such a wake leaves the loop armed. Waking an idle or busy loop costs
-nothing (no command is sent unless it is armed), and a block is woken at most once.
+wake comes, since the first such wake of a cycle leaves the loop armed for one more. Waking an
+idle loop costs nothing (no command is sent unless it is armed); an armed one is sent at most
+two UNBLOCKs per cycle, and a block is woken at most once.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class WakeableReads:
         self._lock = threading.Lock()
         self._armed = False
         self._cycle = 0  # counts arm() and disarm() calls: a wake knows whose block it hit
+        self._rearmed = -1  # the cycle in which a missed wake re-armed the loop
         self.wakes = 0  # CLIENT UNBLOCKs sent
 
     def arm(self) -> None:
@@ -79,7 +81,11 @@ class WakeableReads:
             unblocked = bool(self._waker.client_unblock(client_id))
         if not unblocked:
             with self._lock:
-                if self._cycle == cycle:  # armed, but its read had not begun to block
+                # Armed, but its read had not begun to block (or the loop is still handling
+                # what it read): one more wake may be sent in this cycle, not one per call,
+                # so a loop busy between arm() and its read costs at most two UNBLOCKs.
+                if self._cycle == cycle and self._rearmed != cycle:
+                    self._rearmed = cycle
                     self._armed = True
 
     @property

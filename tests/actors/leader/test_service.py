@@ -241,3 +241,24 @@ def test_a_request_submitted_while_the_loop_blocks_is_answered_at_once(
             service.reads.wake()
             loop.join(timeout=0.05)
     assert not loop.is_alive()
+
+
+def test_a_turn_of_heartbeats_alone_leaves_the_heap_idle(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a turn that committed something counts as busy for the heap pacer: agents beat
+    every few seconds, and each beat would otherwise keep the idle sweep off for good."""
+    from actors.leader import service as module
+
+    busy: list[int] = []
+    idle: list[int] = []
+    monkeypatch.setattr(module, "after_state_applied", lambda: busy.append(1))
+    monkeypatch.setattr(module, "when_idle", lambda: idle.append(1) or False)
+    service = leader(client)
+    service.handle(LeaderRequest(RequestKind.REGISTER_JOB, request_id="reg", job=job()))
+    send(client, LeaderRequest(RequestKind.NODE_HEARTBEAT, node_ids=("n1",)))
+    assert service.poll_once() == 1
+    assert (busy, idle) == ([], [1])
+    send(client, LeaderRequest(RequestKind.STOP_JOB, request_id="stop", job_id="web"))
+    assert service.poll_once() == 1
+    assert (busy, idle) == ([1], [1])

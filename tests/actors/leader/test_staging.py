@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import redis
 
+from actors.leader.durable_log import NotLeaderError
 from actors.leader.service import LeaderService
 from actors.streams import StreamBus
 from contracts import EvalStatus, Evaluation, Job, Resources, Task, TaskGroup
@@ -26,10 +28,11 @@ def register(job_id: str, reply_to: str = "svc:reply") -> LeaderRequest:
 
 
 def answers(harness: Any) -> dict[str, LeaderResponse]:
-    out = {}
+    """The first answer to each request (a retried batch may answer one again)."""
+    out: dict[str, LeaderResponse] = {}
     for answer in harness.answers():
         assert isinstance(answer, LeaderResponse)
-        out[answer.request_id] = answer
+        out.setdefault(answer.request_id, answer)
     return out
 
 
@@ -158,8 +161,51 @@ def test_a_request_that_raises_leaves_the_staged_ones_durable(harness: Any) -> N
     assert failed == ["reg-bad"]
     got = answers(harness)
     assert set(got) == {"reg-a", "reg-bad", "reg-c"} and all(r.ok for r in got.values())
+    # Answered in full before the error went up, not with a bare index on the retry.
+    (evaluation,) = service.store.evals_by_job("default", "a")
+    assert got["reg-a"].eval_id == evaluation.id and got["reg-a"].job_modify_index
     # Every job once, and the store is exactly the log.
     for job_id in ("a", "bad", "c"):
         assert len(service.store.job_versions("default", job_id)) == 1
     rebuilt = harness.leader()
     assert rebuilt.store.latest_index() == service.store.latest_index() == harness.log_length()
+
+
+def test_a_flush_that_cannot_reach_redis_rebuilds_the_store_from_the_log(harness: Any) -> None:
+    """The store must never stay ahead of the log: answers from it would claim commits
+    that a restarted leader does not know."""
+    service: LeaderService = harness.leader()
+    real_commit = service.durable.commit
+    failed: list[int] = []
+
+    def reset_once(expected: int, entries: Any, fences: Any) -> Any:
+        if len(entries) > 1 and not failed:
+            failed.append(len(entries))
+            raise redis.ConnectionError("connection reset before the script ran")
+        return real_commit(expected, entries, fences)
+
+    service.durable.commit = reset_once  # type: ignore[method-assign]
+    harness.send(register("a"), register("b"))
+    for _ in range(5):
+        service.poll_once()
+    assert failed == [2]
+    got = answers(harness)
+    assert set(got) == {"reg-a", "reg-b"} and all(r.ok and r.eval_id for r in got.values())
+    assert service.store.latest_index() == harness.log_length()
+    restarted = harness.leader()
+    assert restarted.store.job("default", "a") is not None
+    assert restarted.store.job("default", "b") is not None
+
+
+def test_a_deposed_leader_stops_deciding_and_its_loop_ends(harness: Any) -> None:
+    old: LeaderService = harness.leader()
+    harness.leader()  # a newer term
+    reloads: list[int] = []
+    real_reload = old._reload
+    old._reload = lambda: (reloads.append(1), real_reload())[1]  # type: ignore[method-assign]
+    harness.send(*(register(f"j{i}") for i in range(8)))
+    with pytest.raises(NotLeaderError):
+        old.poll_once()
+    with pytest.raises(NotLeaderError):
+        old.poll_once()  # and on every turn after
+    assert reloads == [] and harness.log_length() == 0

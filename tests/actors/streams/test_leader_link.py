@@ -102,3 +102,40 @@ def test_stop_deletes_the_response_stream(run_in_thread: Any, client: redis.Redi
     assert client.exists(link.stream)
     link.stop()
     assert not client.exists(link.stream)
+
+
+def test_a_send_right_after_start_is_answered(client: redis.Redis, run_in_thread: Any) -> None:
+    """The reader reads its stream from the start: an answer written before its first read
+    (the leader is quick, the reader thread not yet scheduled) is not skipped."""
+    leader = LeaderService(client, NAMES)
+    leader.start()
+    run_in_thread(leader)
+    for i in range(20):
+        fresh = LeaderLink(client, NAMES, "fresh", timeout_s=10).start()
+        try:
+            assert fresh.send(register(f"fresh-{i}")).ok
+        finally:
+            fresh.stop()
+
+
+def test_the_reader_outlives_a_failed_read(client: redis.Redis, run_in_thread: Any) -> None:
+    link = LeaderLink(client, NAMES, "flaky", timeout_s=10)
+    real = link._reads.client.client_id
+    failures: list[int] = []
+
+    def failing_once() -> Any:
+        if not failures:
+            failures.append(1)
+            raise redis.ConnectionError("Redis restarting")
+        return real()
+
+    link._reads.client.client_id = failing_once  # type: ignore[method-assign]
+    link.start()
+    leader = LeaderService(client, NAMES)
+    leader.start()
+    run_in_thread(leader)
+    try:
+        assert link.send(register("after-failure")).ok
+    finally:
+        link.stop()
+    assert failures == [1]

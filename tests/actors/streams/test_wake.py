@@ -116,3 +116,17 @@ def test_a_wake_that_finds_nothing_blocked_leaves_the_loop_armed_for_the_next(
     assert not reads.armed  # disarmed by the loop: later wakes send nothing
     reads.wake()
     assert reads.wakes == 2
+
+
+def test_a_busy_armed_loop_is_sent_at_most_two_wakes_per_cycle(client: redis.Redis) -> None:
+    """Armed while it handles what it read (nothing blocked): many wakes, two UNBLOCKs."""
+    reads = WakeableReads(client)
+    reads.arm()
+    for _ in range(100):
+        reads.wake()
+    assert reads.wakes == 2 and not reads.armed
+    reads.disarm()
+    reads.arm()  # a new cycle: woken again
+    reads.wake()
+    assert reads.wakes == 3
+    reads.close()
