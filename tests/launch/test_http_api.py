@@ -18,6 +18,7 @@ from typing import Any
 import nomad
 import orjson
 import pytest
+import ray
 
 from actors.agent.core import FleetSpec
 from actors.api.core.shapes import job_to_nomad
@@ -378,3 +379,23 @@ def test_cli_reads_and_errors(run_cli, tmp_path: Path) -> None:
     assert code == 1 and "missing.nomad" in err
     code, _, err = run_cli("job", "run", "-check-index", "1", str(unregistered))
     assert code == 1 and "409" in err
+
+
+def test_writes_go_on_through_a_leader_restart(system: DroverSystem) -> None:
+    """The API sends writes on the leader's request stream, not through the actor: a write
+    sent as the leader dies waits on the stream and the restarted leader (a new term, its
+    store rebuilt from the log) answers it, in full."""
+    term = ray.get(system.leader.stats.remote())["term"]
+    ray.kill(system.leader, no_restart=False)
+    job = job_to_nomad(parse_job_file(EXAMPLES / "batch.nomad"))
+    job["ID"] = job["Name"] = "across-restart"
+    status, reply, _ = http(system, "POST", "/v1/jobs", {"Job": job})
+    assert status == 200 and reply["EvalID"] and reply["JobModifyIndex"] > 0, reply
+    wait_for(lambda: ray.get(system.leader.stats.remote())["term"] == term + 1, timeout_s=60)
+    eval_id = reply["EvalID"]
+    wait_for(lambda: http(system, "GET", f"/v1/evaluation/{eval_id}")[1]["Status"] == "complete")
+    assert http(system, "GET", "/v1/job/across-restart/allocations")[1]
+    # And the next write is the new leader's.
+    job["ID"] = job["Name"] = "after-restart"
+    status, reply, _ = http(system, "POST", "/v1/jobs", {"Job": job})
+    assert status == 200 and reply["EvalID"]
