@@ -346,7 +346,7 @@ class LeaderService:
         self.stats.requests += 1
         done = self.applied.get(request.request_id) if request.request_id else None
         if done is not None:
-            return LeaderResponse(request.request_id, ok=True, index=done)
+            return self._repeated(request, done)
         if request.kind is RequestKind.NODE_HEARTBEAT:
             now = time.monotonic()
             for node_id in request.node_ids:
@@ -371,6 +371,31 @@ class LeaderService:
         )
         return dataclasses.replace(
             decision.response, index=index, job_modify_index=job_modify_index
+        )
+
+    def _repeated(self, request: LeaderRequest, index: int) -> LeaderResponse:
+        """The answer to a request applied before (delivered again, or re-read from the
+        stream by a leader that took over before it was answered): what its entry left in
+        the store, so that `job run` gets the eval it created, as the first time."""
+        response = LeaderResponse(request.request_id, ok=True, index=index)
+        job_id = request.job.id if request.job is not None else request.job_id
+        if not job_id:
+            return response
+        namespace = request.job.namespace if request.job is not None else request.namespace
+        created = tuple(
+            e.id for e in self.store.evals_by_job(namespace, job_id) if e.create_index == index
+        )
+        versions = self.store.job_versions(namespace, job_id)
+        if any(v.job_modify_index == index for v in versions):
+            job_modify_index = index  # the write made a version
+        else:
+            job = self.store.job(namespace, job_id)
+            job_modify_index = job.job_modify_index if job is not None else 0
+        return dataclasses.replace(
+            response,
+            eval_id=created[0] if created else "",
+            eval_ids=created if len(created) > 1 else (),
+            job_modify_index=job_modify_index,
         )
 
     def _apply_plan(

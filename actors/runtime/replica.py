@@ -45,6 +45,9 @@ class LogReplica:
         self.decode = decode
         self.reduce = reduce
         self._applied = threading.Condition()
+        # How long after the leader committed it the newest applied entry was applied: how
+        # far behind the leader this follower reads (0 until an entry with a commit time).
+        self.lag_ns = 0
 
     @property
     def index(self) -> int:
@@ -66,6 +69,7 @@ class LogReplica:
     def apply_rows(self, rows: Sequence[tuple[Any, dict[bytes, bytes]]]) -> int:
         """Apply log rows read by the caller (e.g. in one XREAD with other streams)."""
         applied = 0
+        committed_ns = 0
         for _id, fields in rows:
             entry = self.decode(fields[b"e"])
             if entry.index <= self.store.latest_index():
@@ -74,7 +78,10 @@ class LogReplica:
             if self.listener is not None:
                 self.listener(entry, self.store)
             applied += 1
+            committed_ns = entry.committed_ns
         if applied:
+            if committed_ns:
+                self.lag_ns = max(0, time.time_ns() - committed_ns)
             after_state_applied()
             with self._applied:
                 self._applied.notify_all()

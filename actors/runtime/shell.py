@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from actors.process_settings import pace_heap
+from actors.runtime.replica import LogReplica
 from contracts.codec import fast_path_fallbacks
 from observability import Telemetry, configure
 from observability.safe_export import ExportStats
@@ -58,6 +59,11 @@ class ServiceShell:
         # Decodes of this process that the generated fast path handed to the validating one:
         # bad input only, so a count that grows on healthy traffic points at a decoder bug.
         out["fast_decode_fallbacks"] = sum(fast_path_fallbacks().values())
+        replica = getattr(self.service, "replica", None)
+        if isinstance(replica, LogReplica):
+            # How far behind the leader this actor's replica reads (its newest entry's age
+            # when applied): the first thing to look at when a follower falls behind.
+            out["replica_lag_ms"] = round(replica.lag_ns / 1e6, 1)
         return out
 
     def shutdown(self) -> dict[str, ExportStats]:

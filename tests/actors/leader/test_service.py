@@ -262,3 +262,22 @@ def test_a_turn_of_heartbeats_alone_leaves_the_heap_idle(
     send(client, LeaderRequest(RequestKind.STOP_JOB, request_id="stop", job_id="web"))
     assert service.poll_once() == 1
     assert (busy, idle) == ([1], [1])
+
+
+def test_a_repeated_registration_is_answered_as_the_first_time(client: redis.Redis) -> None:
+    """A registration re-read after a restart (or delivered twice) gets the eval it created
+    and its job modify index again, not a bare index: `job run` prints and follows that eval."""
+    first = leader(client)
+    request = LeaderRequest(
+        RequestKind.REGISTER_JOB, request_id="reg", reply_to="svc:reply", job=job()
+    )
+    original = first.handle(request)
+    assert original.ok and original.eval_id and original.job_modify_index
+    second = leader(client)  # a new term, rebuilt from the log
+    repeated = second.handle(request)
+    assert second.store.latest_index() == first.store.latest_index()  # not applied again
+    assert (repeated.index, repeated.eval_id, repeated.job_modify_index) == (
+        original.index,
+        original.eval_id,
+        original.job_modify_index,
+    )

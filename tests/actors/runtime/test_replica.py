@@ -1,5 +1,6 @@
 """The log replica's tail on a real Redis: it applies what the leader commits while it runs,
-and with a linger, entries committed during the pause after a read come in one read."""
+with a linger entries committed during the pause after a read come in one read, and it
+knows how far behind the leader it reads."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from actors.runtime.replica import LogReplica
 from actors.streams.names import StreamNames
 from contracts import Job, Resources, Task, TaskGroup
 from contracts.messages import LeaderRequest, RequestKind
+from contracts.state_log import LogEntry, UpsertEvals, encode_entry
 
 NAMES = StreamNames("replica")
 
@@ -88,3 +90,22 @@ def test_with_a_linger_entries_committed_during_the_pause_come_in_one_read(
         thread.join(timeout=10)
     assert not thread.is_alive()  # a linger ends with stop
     assert reads == [1, 9]
+
+
+def test_the_lag_is_how_late_the_newest_entry_was_applied(client: redis.Redis) -> None:
+    """An entry the leader committed five seconds before this replica applies it: the
+    replica reads five seconds behind."""
+    stale = LogEntry(1, 1, UpsertEvals(()), committed_ns=time.time_ns() - 5_000_000_000)
+    unstamped = LogEntry(2, 1, UpsertEvals(()))
+    replica = LogReplica(client, NAMES)
+    assert replica.lag_ns == 0
+    replica.apply_rows([("1-0", {b"e": encode_entry(stale)})])
+    assert 5_000_000_000 <= replica.lag_ns < 35_000_000_000
+    replica.apply_rows([("2-0", {b"e": encode_entry(unstamped)})])  # no commit time: kept
+    assert replica.lag_ns >= 5_000_000_000
+    leader = LeaderService(client, NAMES)
+    leader.start()
+    index = register(leader, "fresh")
+    follower = LogReplica(client, NAMES)
+    assert follower.catch_up_to(index, timeout_s=10)
+    assert 0 < follower.lag_ns < 5_000_000_000  # applied just after its commit

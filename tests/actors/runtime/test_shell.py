@@ -79,3 +79,30 @@ def test_stats_count_the_fast_decoders_fallbacks() -> None:
         assert shell.stats()["fast_decode_fallbacks"] == before + 1
     finally:
         shell.shutdown()
+
+
+def test_stats_say_how_far_behind_the_leader_the_replica_reads() -> None:
+    from actors.runtime.replica import LogReplica
+    from actors.streams.names import StreamNames
+
+    class Following(Idle):
+        def __init__(self) -> None:
+            super().__init__()
+            self.replica = LogReplica(None, StreamNames("lag"))  # type: ignore[arg-type]
+            self.replica.lag_ns = 1_234_567
+
+    class FollowingShell(ServiceShell):
+        def __init__(self, telemetry: Telemetry) -> None:
+            self.telemetry = telemetry
+            self._serve(Following())
+
+    shell = FollowingShell(Telemetry.disabled("t"))
+    try:
+        assert shell.stats()["replica_lag_ms"] == 1.2
+    finally:
+        shell.shutdown()
+    plain = Shell(Telemetry.disabled("t"))
+    try:
+        assert "replica_lag_ms" not in plain.stats()  # no replica, no figure
+    finally:
+        plain.shutdown()
