@@ -147,13 +147,10 @@ class LeaderService:
     def start(self) -> None:
         """Take a new term, then rebuild the store from the log."""
         self.stats.term = self.durable.acquire_term()
-        for entry in self.durable.entries_after(self.store.latest_index()):
-            self.store.apply(entry)
-            self._remember(entry)
+        self._reload()
         now = time.monotonic()
         for node in self.store.nodes():
             self.heartbeats.beat(node.id, now)  # a restarted leader gives every node a TTL
-        self.stats.index = self.store.latest_index()
         self.bus.ensure_group(self.names.requests, LEADER_GROUP)
 
     # -- the loop ------------------------------------------------------------------------------
@@ -484,20 +481,7 @@ class LeaderService:
             self._flush_staged()  # a fenced commit expects the durable log's index
         for _ in range(3):
             expected = self.store.latest_index()
-            term = self.stats.term
-            now_ns = time.time_ns()
-            entries = [
-                LogEntry(
-                    expected + i + 1,
-                    term,
-                    # Stamped once here, so that no follower copies the records again.
-                    self.store.stamped(c, expected + i + 1),
-                    request_id if i == len(changes) - 1 else "",
-                    trace=trace or {},
-                    committed_ns=now_ns,
-                )
-                for i, c in enumerate(changes)
-            ]
+            entries = self._entries(changes, request_id, trace)
             fences = [fence] + [None] * (len(entries) - 1)
             try:
                 outcome = self.durable.commit(expected, entries, fences)
@@ -535,22 +519,32 @@ class LeaderService:
         staged: nothing but a lost term (or a moved log, which a leader holding its term
         never sees) can refuse them, and either way the store is rebuilt from the log."""
         assert self._staged is not None
-        expected = self.store.latest_index()
-        now_ns = time.time_ns()
-        for i, change in enumerate(changes):
-            index = expected + i + 1
-            entry = LogEntry(
-                index,
-                self.stats.term,
-                self.store.stamped(change, index),
-                request_id if i == len(changes) - 1 else "",
-                trace=trace or {},
-                committed_ns=now_ns,  # decided now, durable within this batch
-            )
+        for entry in self._entries(changes, request_id, trace):
             self.store.apply(entry)
             self._remember(entry)
             self._staged.append(entry)
         return self.store.latest_index()
+
+    def _entries(
+        self, changes: Sequence[StateChange], request_id: str, trace: dict[str, str] | None
+    ) -> list[LogEntry]:
+        """`changes` as the log entries after the store's latest index: records stamped
+        once here (no follower copies them again), the request id on the last one, the
+        commit time on all (a staged entry's is when it was decided: durable within its
+        batch)."""
+        expected = self.store.latest_index()
+        now_ns = time.time_ns()
+        return [
+            LogEntry(
+                expected + i + 1,
+                self.stats.term,
+                self.store.stamped(change, expected + i + 1),
+                request_id if i == len(changes) - 1 else "",
+                trace=trace or {},
+                committed_ns=now_ns,
+            )
+            for i, change in enumerate(changes)
+        ]
 
     def _flush_staged(self) -> None:
         staged = self._staged

@@ -107,24 +107,25 @@ class StreamBus:
         Without `trace`, the messages carry the context of the span current on this thread
         (none when tracing is off), so every message sent inside a traced operation is part
         of its trace."""
-        if not messages:
-            return []
-        if trace is None:
-            trace = inject()
-        pipe = self.client.pipeline(transaction=False)
-        for type_name, message in messages:
-            fields = _wire(encode_message(type_name, message, trace))
-            pipe.xadd(stream, fields, maxlen=maxlen, approximate=True)
-        return [_text(entry_id) for entry_id in pipe.execute()]
+        return self._xadd_each([(stream, t, m) for t, m in messages], trace, maxlen)
 
     def publish_each(
         self, messages: Sequence[tuple[str, str, object]], maxlen: int | None = None
     ) -> list[str]:
         """XADD each (stream, type name, message), to streams of their own, in one pipeline
         (answers to many requesters); carries the current span's context like `publish`."""
+        return self._xadd_each(messages, None, maxlen)
+
+    def _xadd_each(
+        self,
+        messages: Sequence[tuple[str, str, object]],
+        trace: Mapping[str, str] | None,
+        maxlen: int | None,
+    ) -> list[str]:
         if not messages:
             return []
-        trace = inject()
+        if trace is None:
+            trace = inject()
         pipe = self.client.pipeline(transaction=False)
         for stream, type_name, message in messages:
             fields = _wire(encode_message(type_name, message, trace))

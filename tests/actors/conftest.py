@@ -6,6 +6,7 @@ gives the telemetry, its span exporter and its metric reader)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Iterator
 from typing import Protocol
 
@@ -65,7 +66,14 @@ def run_in_thread() -> Iterator[RunInThread]:
 
         def halt() -> None:
             stop.set()
-            thread.join(timeout=30)
+            # A loop blocked in a long read (WakeableReads) is woken until it has seen
+            # `stop`: a wake between two of its reads is lost (wake.py).
+            reads = getattr(service, "reads", None)
+            deadline = time.monotonic() + 30
+            while thread.is_alive() and time.monotonic() < deadline:
+                if reads is not None:
+                    reads.wake()
+                thread.join(timeout=0.05)
             assert not thread.is_alive(), f"{type(service).__name__} did not stop"
 
         halts.append(halt)

@@ -223,14 +223,14 @@ def blocked(client: redis.Redis, connection_id: int | None) -> bool:
     )
 
 
-def test_an_eval_from_the_log_cuts_the_loops_wait_for_acks_short(client: redis.Redis) -> None:
+def test_an_eval_from_the_log_cuts_the_loops_wait_for_acks_short(
+    client: redis.Redis, run_in_thread: Any
+) -> None:
     """The loop blocks reading acks; an eval the log-tail thread enqueues meanwhile wakes it.
     The block is a minute long here: a delivery that waited it out misses the deadline."""
     leader = new_leader(client)
     broker = new_broker(client, ack_block_ms=60_000)
-    stop = threading.Event()
-    loop = threading.Thread(target=broker.run, args=(stop,), daemon=True)
-    loop.start()
+    halt = run_in_thread(broker)
     try:
         wait_for(lambda: blocked(client, broker.reads.connection_id))
         eval_id, _ = register(leader, "woken")
@@ -238,10 +238,4 @@ def test_an_eval_from_the_log_cuts_the_loops_wait_for_acks_short(client: redis.R
         assert delivered(client)[0].eval.id == eval_id
         assert broker.reads.wakes >= 1
     finally:
-        stop.set()
-        # A wake between two reads is lost (wake.py): wake until the loop has seen `stop`.
-        deadline = time.monotonic() + 30
-        while loop.is_alive() and time.monotonic() < deadline:
-            broker.reads.wake()
-            loop.join(timeout=0.05)
-    assert not loop.is_alive()
+        halt()

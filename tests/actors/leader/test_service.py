@@ -5,7 +5,6 @@ test_fencing.py.)"""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -211,16 +210,14 @@ def test_a_hold_ends_on_release_or_on_its_deadline(harness: Any) -> None:
 
 
 def test_a_request_submitted_while_the_loop_blocks_is_answered_at_once(
-    client: redis.Redis,
+    client: redis.Redis, run_in_thread: Any
 ) -> None:
-    """The API's requests reach the loop through its in-process inbox, not its stream: they
-    cut its blocking read short. The block is a minute long here, so a request that waited
-    it out would miss the 30 s deadline of `submit`."""
+    """Requests submitted in process (the CLI's Ray calls) reach the loop through its inbox,
+    not its stream: they cut its blocking read short. The block is a minute long here, so a
+    request that waited it out would miss the 30 s deadline of `submit`."""
     service = LeaderService(client, NAMES, block_ms=60_000)
     service.start()
-    stop = threading.Event()
-    loop = threading.Thread(target=service.run, args=(stop,), daemon=True)
-    loop.start()
+    halt = run_in_thread(service)
     try:
         deadline = time.monotonic() + 30
         while not any(
@@ -234,13 +231,7 @@ def test_a_request_submitted_while_the_loop_blocks_is_answered_at_once(
         assert response.ok and service.store.snapshot().job("default", "web") is not None
         assert service.reads.wakes == 1
     finally:
-        stop.set()
-        # A wake between two reads is lost (wake.py): wake until the loop has seen `stop`.
-        deadline = time.monotonic() + 30
-        while loop.is_alive() and time.monotonic() < deadline:
-            service.reads.wake()
-            loop.join(timeout=0.05)
-    assert not loop.is_alive()
+        halt()
 
 
 def test_a_turn_of_heartbeats_alone_leaves_the_heap_idle(

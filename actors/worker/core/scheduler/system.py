@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 
 from actors.worker.core.scheduler.base import SchedulerBase, new_uuid, wall_clock_ns
 from actors.worker.core.scheduler.context import EvalContext
-from actors.worker.core.scheduler.feasible import in_any_datacenter, ready_nodes_in_pool
+from actors.worker.core.scheduler.feasible import in_any_datacenter
+from actors.worker.core.scheduler.node_set import READY_NODES
 from actors.worker.core.scheduler.planner import Planner
 from actors.worker.core.scheduler.reconcile import (
     ALLOC_LOST,
@@ -73,7 +74,8 @@ class SystemScheduler(SchedulerBase):
         self, ctx: EvalContext, job: Job, allocs: list[Allocation], updates: dict[str, GroupUpdates]
     ) -> None:
         state = self.state
-        nodes, by_dc = ready_nodes_in_pool(state.nodes(), job)
+        ready_nodes = READY_NODES.get(state, job)  # shared with every eval on these nodes
+        nodes, by_dc = ready_nodes.nodes, ready_nodes.by_dc
         ready = {n.id for n in nodes}
         groups = {tg.name for tg in job.task_groups}
         live: dict[tuple[str, str], list[Allocation]] = defaultdict(list)
