@@ -24,7 +24,7 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import redis
 from opentelemetry.trace import INVALID_SPAN, Span
@@ -33,6 +33,7 @@ from actors.leader.core.heartbeats import HeartbeatTracker
 from actors.leader.core.leader import Decision, LeaderCore, plan_completes_eval
 from actors.leader.core.plan_queue import PlanQueue
 from actors.leader.durable_log import DurableLog, Fence, NotLeaderError
+from actors.leader.plan_hold import PlanHold
 from actors.leader.tracing import LeaderTracing
 from actors.process_settings import after_state_applied, tune_gc, when_idle
 from actors.state import StateStore
@@ -40,7 +41,7 @@ from actors.streams import GroupConsumer, StreamBus
 from actors.streams.envelope import registry_of
 from actors.streams.names import LEADER_GROUP, StreamNames
 from actors.streams.wake import WakeableReads
-from contracts import Plan, PlanResult
+from contracts import PlanResult
 from contracts.messages import (
     LeaderRequest,
     LeaderResponse,
@@ -72,24 +73,6 @@ class LeaderStats:
     placed: int = 0  # new allocations committed by plans
     commits: int = 0  # durable commits (a batch's staged requests share one)
     held_plans: int = 0  # plans held back by `hold_plans` (a test failpoint)
-
-
-@dataclass
-class _PlanHold:
-    """The plans `hold_plans` gathers, and when it lets them go."""
-
-    count: int
-    deadline: float  # time.monotonic()
-    job_ids: frozenset[str]
-    held: list[tuple[PlanSubmission, Mapping[str, str]]] = field(default_factory=list)
-    released: bool = False
-
-    def takes(self, plan: Plan) -> bool:
-        full = self.released or len(self.held) >= self.count
-        return not full and (not self.job_ids or plan.job_id in self.job_ids)
-
-    def due(self, now: float) -> bool:
-        return self.released or len(self.held) >= self.count or now >= self.deadline
 
 
 class LeaderService:
@@ -127,8 +110,7 @@ class LeaderService:
         # it before deciding anything else. A lost term stops the loop.
         self._store_lost = False
         self._deposed = False
-        self._hold: _PlanHold | None = None
-        self._hold_lock = threading.Lock()  # hold_plans & co. are called from other threads
+        self.plan_hold = PlanHold()  # a failpoint for tests (plan_hold.py)
         # The loop blocks reading its stream; a request put in the inbox cuts that short.
         self.reads = WakeableReads(client)
         self._consumer = GroupConsumer(
@@ -263,64 +245,34 @@ class LeaderService:
     # -- the plan hold (a failpoint for tests) ----------------------------------------------
 
     def hold_plans(self, count: int, timeout_s: float, job_ids: Collection[str] = ()) -> None:
-        """Hold the next `count` plan submissions (of `job_ids` only, if given) without
-        applying them, then apply them together in plan-queue order. Each of them was thus
-        computed on state that lacks the others' commits, exactly as when workers plan
-        concurrently: this is how tests force plans to collide, or keep a plan in flight
-        while its worker is killed. Nothing else waits: requests and other plans flow on,
-        and a worker whose plan is held waits for its answer as it would for a slow leader.
-        The hold ends when `count` plans are held, at `release_plans()`, or `timeout_s`
-        after this call, so it never stalls a worker for long. Held plans live in this
-        process only: a leader that dies holding them loses them (their workers time out and
-        nack, as for any lost answer). Not for production use."""
-        if count < 1 or timeout_s <= 0:
-            raise ValueError("hold_plans needs count >= 1 and timeout_s > 0")
-        with self._hold_lock:
-            if self._hold is not None:
-                raise RuntimeError("plans are already held")
-            self._hold = _PlanHold(count, time.monotonic() + timeout_s, frozenset(job_ids))
+        """Hold the next `count` plans (of `job_ids`, if given), then apply them together in
+        plan-queue order, so that they collide (see plan_hold.py). Not for production use."""
+        self.plan_hold.start(count, timeout_s, job_ids)
 
     def release_plans(self) -> int:
-        """End the hold now (the loop applies the held plans on its next turn); returns how
-        many plans were held."""
-        with self._hold_lock:
-            if self._hold is None:
-                return 0
-            self._hold.released = True
-            return len(self._hold.held)
+        return self.plan_hold.release()
 
     def held_plans(self) -> list[PlanSubmission]:
-        """The plans held right now, in the order they came."""
-        with self._hold_lock:
-            return [submission for submission, _ in self._hold.held] if self._hold else []
+        return self.plan_hold.held()
 
     def _hold_plan(self, submission: PlanSubmission, trace: Mapping[str, str]) -> bool:
-        with self._hold_lock:
-            hold = self._hold
-            if hold is None or not hold.takes(submission.plan):
-                return False
-            hold.held.append((submission, trace))
+        if not self.plan_hold.take(submission, trace):
+            return False
         self.stats.held_plans += 1
         return True
 
     def _apply_held_if_due(self) -> int:
-        with self._hold_lock:
-            hold = self._hold
-            if hold is None or not hold.due(time.monotonic()):
-                return 0
-            self._hold = None
-        plans: PlanQueue[tuple[PlanSubmission, Mapping[str, str]]] = PlanQueue()
-        for submission, trace in hold.held:
-            plans.push(submission.plan, (submission, trace))
-        while (item := plans.pop()) is not None:
-            _plan, (submission, trace) = item
+        held = self.plan_hold.due()
+        if held is None:
+            return 0
+        for submission, trace in held:
             try:
                 self._apply_plan(submission, trace)
             except (NotLeaderError, redis.ConnectionError):
                 raise
             except Exception:  # as if its answer were lost: the worker times out and nacks
                 log.exception("held plan of eval %s failed", submission.plan.eval_id)
-        return len(hold.held)
+        return len(held)
 
     # -- decisions -----------------------------------------------------------------------------
 
