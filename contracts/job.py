@@ -10,6 +10,7 @@ from typing import Any
 from contracts.constraints import Affinity, Constraint, Spread
 from contracts.resources import Resources
 from contracts.scaling import ScalingPolicy
+from contracts.share import ShareRequest
 
 DEFAULT_NAMESPACE = "default"
 DEFAULT_NODE_POOL = "default"
@@ -90,6 +91,8 @@ class TaskGroup:
     update: UpdateStrategy | None = None
     reschedule_policy: ReschedulePolicy | None = None
     ephemeral_disk_mb: int = 0
+    # A dstack run's ranges, placed on instance blocks instead of the tasks' fixed asks.
+    share: ShareRequest | None = None
 
     def combined_resources(self) -> Resources:
         """The sum of the tasks' asks plus the group's ephemeral disk."""

@@ -129,6 +129,7 @@ class RequestKind(StrEnum):
     STOP_ALLOC = "stop-alloc"  # alloc_id: stop it and place a replacement
     DRAIN_NODE = "drain-node"  # node_ids[0], drain (None: stop draining), mark_eligible
     NODE_ELIGIBILITY = "node-eligibility"  # node_ids[0], eligible
+    DELETE_NODES = "delete-nodes"  # node_ids: removed (a deleted fleet), their jobs re-evaluated
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ from observability.safe_export import ExportStats
 log = logging.getLogger(__name__)
 
 LEADER_NAME = "drover-leader"
+FLEETS_AGENT = "fleets"  # the agent that hosts every declared simulated fleet
 
 
 @dataclass
@@ -201,21 +202,34 @@ class DroverSystem:
     # -- fleets (simulated nodes declared with `drover fleet apply`) -------------------------------
 
     def apply_fleet(self, spec: FleetSpec, *, store: bool = True) -> int:
-        """Host the fleet's nodes in an agent actor of its own; a redeclared fleet replaces
-        its agent (nodes it no longer declares stop heartbeating and go down after the TTL)."""
-        agent_id = f"fleet-{spec.name}"
-        old = self.agents.pop(agent_id, None)
-        if old is not None:
-            self._stop_actors([(f"drover-agent-{agent_id}", old)])
+        """Declare (or redeclare) a simulated fleet: its instances are added to the one agent
+        that hosts every declared fleet, so a fleet costs its nodes' records, not a process.
+        A redeclared fleet's instances it no longer declares are removed."""
         if store:
             self._redis.hset(
                 StreamNames(self.config.prefix).fleets, spec.name, orjson.dumps(asdict(spec))
             )
         self.fleet_specs[spec.name] = spec
-        agent = self.add_simulated_agent(agent_id, [spec])
-        ray.get(agent.ready.remote())
-        self._wait_for_nodes({node_id_for(f"{spec.name}-{i:04d}") for i in range(spec.count)})
+        node_ids = ray.get(self._fleet_agent().host_fleet.remote(spec))
+        self._wait_for_nodes(set(node_ids))
         return spec.count
+
+    def delete_fleet(self, name: str) -> int:
+        """Remove a declared fleet: its instances leave the cluster (Nomad's node purge: the
+        jobs with allocations there are re-evaluated, and those allocations replaced).
+        Returns how many instances it had; KeyError if no such fleet was declared."""
+        if name not in self.fleet_specs:
+            raise KeyError(name)
+        self._redis.hdel(StreamNames(self.config.prefix).fleets, name)
+        del self.fleet_specs[name]
+        return int(ray.get(self._fleet_agent().release_fleet.remote(name)))
+
+    def _fleet_agent(self) -> Any:
+        agent = self.agents.get(FLEETS_AGENT)
+        if agent is None:
+            agent = self.add_simulated_agent(FLEETS_AGENT, [], simulated=True)
+            ray.get(agent.ready.remote())
+        return agent
 
     def _wait_for_nodes(self, node_ids: set[str], timeout_s: float = 60.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -240,7 +254,9 @@ class DroverSystem:
             specs.append(FleetSpec(**fields))
         return specs
 
-    def add_simulated_agent(self, agent_id: str, fleets: Sequence[FleetSpec]) -> Any:
+    def add_simulated_agent(
+        self, agent_id: str, fleets: Sequence[FleetSpec], *, simulated: bool = True
+    ) -> Any:
         config = self.config
         agent = (
             ray.remote(AgentActor)
@@ -255,6 +271,7 @@ class DroverSystem:
                 self.redis_url,
                 config.prefix,
                 fleets=list(fleets),
+                simulated=simulated,
                 data_dir=str(config.data_dir / "allocs"),
                 raw_exec=config.raw_exec,
                 heartbeat_s=config.heartbeat_s,

@@ -1,7 +1,8 @@
 """The client agent's Ray shell (see service.py), in one of two modes:
 
 - simulated: one actor hosts the virtual nodes of one or more fleet specs, with the mock and
-  raw_exec drivers (no process per node);
+  raw_exec drivers (no process per node); fleets declared while running are added to it and
+  removed from it (`host_fleet`, `release_fleet`): a fleet is data, not a process;
 - real: one actor per Ray node, pinned to it with hard node affinity (the agent dies with its
   node, which is exactly what should mark the node down); its node is fingerprinted from
   Ray's view of that node (CPU, memory, GPUs and accelerator type) and it also runs tasks
@@ -22,6 +23,7 @@ from actors.runtime.shell import ServiceShell, actor_telemetry
 from actors.streams.client import connect
 from actors.streams.names import StreamNames
 from contracts import Node
+from contracts.share import FLEET_ATTRIBUTE
 
 
 class AgentActor(ServiceShell):
@@ -32,6 +34,7 @@ class AgentActor(ServiceShell):
         prefix: str = "drover",
         *,
         fleets: Sequence[FleetSpec] = (),
+        simulated: bool = False,
         data_dir: str = "/tmp/drover/allocs",
         raw_exec: bool = False,
         heartbeat_s: float = 2.0,
@@ -42,7 +45,7 @@ class AgentActor(ServiceShell):
         self.telemetry = actor_telemetry("agent", agent_id, telemetry_dir, tracing)
         drivers = builtin_drivers(data_dir=Path(data_dir) / agent_id, raw_exec_enabled=raw_exec)
         nodes: list[Node]
-        if fleets:
+        if fleets or simulated:
             nodes = [node for spec in fleets for node in simulated_nodes(spec)]
         else:
             node_id = ray.get_runtime_context().get_node_id()
@@ -60,8 +63,30 @@ class AgentActor(ServiceShell):
                 drivers,
                 heartbeat_s=heartbeat_s,
                 telemetry=self.telemetry,
+                work_dir=Path(data_dir) / agent_id,
             )
         )
 
     def node_ids(self) -> list[str]:
         return list(self.service.node_ids)
+
+    def host_fleet(self, spec: FleetSpec) -> list[str]:
+        """Host a simulated fleet's instances (a redeclared fleet: what it declares now;
+        instances it no longer declares are released). Returns the fleet's node IDs."""
+        nodes = simulated_nodes(spec)
+        keep = {n.id for n in nodes}
+        gone = [
+            n.id
+            for n in self.service.nodes
+            if n.attributes.get(FLEET_ATTRIBUTE) == spec.name and n.id not in keep
+        ]
+        self.service.release(gone)
+        self.service.host(nodes)
+        return sorted(keep)
+
+    def release_fleet(self, name: str) -> int:
+        """Stop hosting a fleet's instances; the leader removes them (see AgentService.release).
+        Returns how many instances there were."""
+        ids = [n.id for n in self.service.nodes if n.attributes.get(FLEET_ATTRIBUTE) == name]
+        self.service.release(ids)
+        return len(ids)

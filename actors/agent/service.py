@@ -12,23 +12,26 @@ A restarted agent re-reads the log: allocations recorded as finished are not sta
 from __future__ import annotations
 
 import logging
+import tempfile
 import threading
 import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import partial
+from pathlib import Path
 
 import redis
 from opentelemetry.trace import SpanKind
 
 from actors.agent.core import ClientCore, Driver
+from actors.agent.core.cluster import cluster_env, cluster_info
 from actors.process_settings import tune_gc, when_idle
 from actors.runtime.replica import LogReplica
 from actors.state import StateStore
 from actors.streams import StreamBus
 from actors.streams.names import StreamNames
-from contracts import CLIENT_TERMINAL, Allocation, Node
+from contracts import CLIENT_TERMINAL, Allocation, ClientStatus, Node
 from contracts.alloc_batch import ROW_NODE_ID
 from contracts.messages import LeaderRequest, RequestKind
 from contracts.state_log import (
@@ -65,8 +68,11 @@ class AgentService:
         tick_s: float = 0.1,
         clock: Callable[[], float] = time.time,
         telemetry: Telemetry | None = None,
+        work_dir: Path | None = None,
     ) -> None:
         tune_gc()
+        # Files the agent hands its tasks (a run's MPI hostfile).
+        self.work_dir = work_dir or Path(tempfile.gettempdir()) / "drover" / agent_id
         self.agent_id = agent_id
         self.telemetry = telemetry or Telemetry.disabled("agent", agent_id)
         self.client = client
@@ -140,8 +146,50 @@ class AgentService:
                 self._work.clear()
 
     def heartbeat(self) -> None:
-        self._send(LeaderRequest(RequestKind.NODE_HEARTBEAT, node_ids=self.node_ids))
+        with self.lock:
+            node_ids = self.node_ids
+        if node_ids:
+            self._send(LeaderRequest(RequestKind.NODE_HEARTBEAT, node_ids=node_ids))
         self.stats["heartbeats"] += 1
+
+    def host(self, nodes: Sequence[Node]) -> None:
+        """Host more nodes (a simulated fleet declared while running), or re-register ones
+        already hosted with what they offer now; their allocations start as the log brings
+        them."""
+        with self.lock:
+            known = {n.id: i for i, n in enumerate(self.nodes)}
+            for node in nodes:
+                if node.id in known:
+                    self.nodes[known[node.id]] = node
+                else:
+                    self.nodes.append(node)
+                    self.core.add_node(node.id)
+            self.node_ids = tuple(n.id for n in self.nodes)
+        self._send(
+            LeaderRequest(
+                RequestKind.UPSERT_NODES, request_id=str(uuid.uuid4()), nodes=tuple(nodes)
+            )
+        )
+
+    def release(self, node_ids: Collection[str]) -> int:
+        """Stop hosting `node_ids` (a deleted fleet): their tasks are stopped, their
+        heartbeats end, and the leader is asked to remove them, which re-evaluates the jobs
+        that had allocations there. Returns how many allocations they had."""
+        gone = set(node_ids)
+        with self.lock:
+            gone &= set(self.node_ids)
+            self.nodes = [n for n in self.nodes if n.id not in gone]
+            self.node_ids = tuple(n.id for n in self.nodes)
+            allocs = sum(self.core.drop_node(node_id) for node_id in gone)
+        if gone:
+            self._send(
+                LeaderRequest(
+                    RequestKind.DELETE_NODES,
+                    request_id=str(uuid.uuid4()),
+                    node_ids=tuple(sorted(gone)),
+                )
+            )
+        return allocs
 
     def report(self) -> int:
         """Advance the allocations and send what changed, in one message."""
@@ -162,8 +210,9 @@ class AgentService:
         if isinstance(change, UpsertAllocRows | UpsertAllocs):
             mine = records_on_nodes(change, self.core.node_ids)
             if mine:
+                envs = self._run_envs(change, mine, store)
                 with self.lock:
-                    self.core.apply_allocs(mine, store.job_version)
+                    self.core.apply_allocs(mine, store.job_version, envs)
                 self._work.set()
                 if self.telemetry.enabled and entry.trace.get(""):
                     self._trace_start(entry, mine)
@@ -174,6 +223,44 @@ class AgentService:
             if done:
                 with self.lock:
                     self.core.acknowledge(done)
+
+    def _run_envs(
+        self, change: UpsertAllocRows | UpsertAllocs, mine: Sequence[Allocation], store: StateStore
+    ) -> dict[str, dict[str, str]]:
+        """The cluster variables of the runs' ranks placed here. A run's ranks are placed by
+        one plan, so this entry holds all of them, wherever they landed."""
+        envs: dict[str, dict[str, str]] = {}
+        everyone: list[Allocation] | None = None
+        for alloc in mine:
+            if alloc.terminal() or alloc.client_status is not ClientStatus.PENDING:
+                continue
+            job = store.job_version(alloc.namespace, alloc.job_id, alloc.job_version)
+            group = job.lookup_task_group(alloc.task_group) if job is not None else None
+            if group is None or group.share is None:
+                continue
+            if everyone is None:
+                everyone = (
+                    list(change.allocs)
+                    if isinstance(change, UpsertAllocs)
+                    else [a for g in change.groups for a in g.expand()]
+                )
+            ranks = [
+                a
+                for a in everyone
+                if a.job_id == alloc.job_id
+                and a.namespace == alloc.namespace
+                and a.eval_id == alloc.eval_id
+                and not a.terminal()
+            ]
+            info = cluster_info(alloc, ranks, store.node)
+            hostfile = self.work_dir / f"{alloc.id}.hostfile"
+            try:
+                hostfile.parent.mkdir(parents=True, exist_ok=True)
+                hostfile.write_text(info.hostfile)
+            except OSError:
+                log.warning("could not write the MPI hostfile %s", hostfile, exc_info=True)
+            envs[alloc.id] = cluster_env(info, str(hostfile))
+        return envs
 
     def _trace_start(self, entry: LogEntry, allocs: Sequence[Allocation]) -> None:
         """One `alloc.start` span per committed plan that placed here, in the eval's trace

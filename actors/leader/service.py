@@ -315,6 +315,9 @@ class LeaderService:
             now = time.monotonic()
             for node in request.nodes:
                 self.heartbeats.beat(node.id, now)
+        elif request.kind is RequestKind.DELETE_NODES:
+            for node_id in request.node_ids:
+                self.heartbeats.forget(node_id)
         job_modify_index = (
             decision.job_write.reply_job_modify_index(index) if decision.job_write else 0
         )

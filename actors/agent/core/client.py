@@ -100,11 +100,17 @@ class ClientCore:
         self._by_node.setdefault(node_id, set())
         self._node_ids = None
 
-    def apply_allocs(self, allocs: Iterable[Allocation], jobs: JobLookup) -> None:
+    def apply_allocs(
+        self,
+        allocs: Iterable[Allocation],
+        jobs: JobLookup,
+        envs: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
         """Take allocation records from the state log; other nodes' records are ignored.
 
         `jobs` is asked only for allocations that still have to start, for the job version
-        the allocation was placed with. Work happens on the next `tick`.
+        the allocation was placed with; `envs` holds extra variables for some of them (a
+        run's cluster, by allocation ID). Work happens on the next `tick`.
         """
         # A plan places hundreds of allocations of one job version: asked once per batch.
         found: dict[tuple[str, str, int], Job | None] = {}
@@ -121,7 +127,8 @@ class ClientCore:
                         job = found[version]
                     else:
                         job = found[version] = jobs(*version)
-                runner = AllocRunner(alloc, job, self._drivers)
+                extra = envs.get(alloc.id) if envs else None
+                runner = AllocRunner(alloc, job, self._drivers, extra)
                 self._runners[alloc.id] = runner
                 on_node.add(alloc.id)
                 if not runner.finished:

@@ -14,7 +14,14 @@ from contracts import Allocation, Job, Task, TaskGroup
 _NOT_ENV = re.compile(r"[^A-Za-z0-9_]")
 
 
-def task_env(alloc: Allocation, job: Job, group: TaskGroup, task: Task) -> dict[str, str]:
+def task_env(
+    alloc: Allocation,
+    job: Job,
+    group: TaskGroup,
+    task: Task,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """`extra`: a run's cluster variables (cluster.py), under the task's own `env`."""
     env = {
         "DROVER_ALLOC_ID": alloc.id,
         "DROVER_ALLOC_NAME": alloc.name,
@@ -39,6 +46,8 @@ def task_env(alloc: Allocation, job: Job, group: TaskGroup, task: Task) -> dict[
     ]
     if gpus:
         env["NVIDIA_VISIBLE_DEVICES"] = ",".join(gpus)
+    if extra:
+        env.update(extra)
     env.update(task.env)
     return env
 
@@ -49,8 +58,15 @@ class TaskEnv(Mapping[str, str]):
 
     __slots__ = ("_args", "_env")
 
-    def __init__(self, alloc: Allocation, job: Job, group: TaskGroup, task: Task) -> None:
-        self._args = (alloc, job, group, task)
+    def __init__(
+        self,
+        alloc: Allocation,
+        job: Job,
+        group: TaskGroup,
+        task: Task,
+        extra: Mapping[str, str] | None = None,
+    ) -> None:
+        self._args = (alloc, job, group, task, extra)
         self._env: dict[str, str] | None = None
 
     def _built(self) -> dict[str, str]:

@@ -9,10 +9,24 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from contracts import DeviceInstance, DriverInfo, Node, NodeDeviceResource, NodeResources
+from contracts import (
+    DeviceInstance,
+    DriverInfo,
+    Node,
+    NodeDeviceResource,
+    NodeEligibility,
+    NodeResources,
+)
+from contracts.dstack.blocks import Blocks, blocks_problem, resolve_blocks
+from contracts.share import (
+    BLOCK_TYPE,
+    BLOCK_VENDOR,
+    FLEET_ATTRIBUTE,
+    PLACEMENT_ATTRIBUTE,
+)
 
 _NODE_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "drover:node")
 _MB = 1024 * 1024
@@ -28,7 +42,13 @@ _FIELD_LABELS = {
 
 @dataclass(frozen=True, slots=True)
 class FleetSpec:
-    """`count` identical simulated nodes named `<name>-0000`, `<name>-0001`, ..."""
+    """`count` identical simulated nodes (instances) named `<name>-0000`, `<name>-0001`, ...
+
+    Each instance splits into `blocks` blocks (an int, or "auto": dstack's divisibility rule,
+    contracts/dstack/blocks.py), carried as the device group `drover/block/<name>`; one that
+    cannot be split is registered ineligible, saying why. `placement: cluster` lets gangs
+    use the fleet; `address` is the IP its ranks see (simulated instances share the agent's
+    machine)."""
 
     name: str
     count: int
@@ -44,6 +64,10 @@ class FleetSpec:
     attributes: Mapping[str, str] = field(default_factory=dict)
     meta: Mapping[str, str] = field(default_factory=dict)
     drivers: tuple[str, ...] = ("mock",)
+    blocks: int | str = 1
+    placement: str = "any"
+    gpu_vendor: str = "nvidia"
+    address: str = "127.0.0.1"
 
 
 def node_id_for(name: str) -> str:
@@ -53,6 +77,9 @@ def node_id_for(name: str) -> str:
 
 def simulated_nodes(spec: FleetSpec) -> list[Node]:
     cores = max(1, spec.cpu_mhz // 1000)
+    blocks: Blocks = "auto" if spec.blocks == "auto" else int(spec.blocks)
+    unsplittable = blocks_problem(cores, spec.gpus, blocks)
+    total_blocks = resolve_blocks(cores, spec.gpus, blocks) or 0
     nodes = []
     for i in range(spec.count):
         name = f"{spec.name}-{i:04d}"
@@ -64,7 +91,10 @@ def simulated_nodes(spec: FleetSpec) -> list[Node]:
             )
             attrs = {"memory": spec.gpu_memory} if spec.gpu_memory else {}
             model = spec.gpu_model or "unknown"
-            devices = (NodeDeviceResource("nvidia", "gpu", model, instances, attrs),)
+            devices = (NodeDeviceResource(spec.gpu_vendor, "gpu", model, instances, attrs),)
+        if total_blocks:
+            block_ids = tuple(DeviceInstance(f"{name}/block{k}") for k in range(total_blocks))
+            devices += (NodeDeviceResource(BLOCK_VENDOR, BLOCK_TYPE, spec.name, block_ids),)
         attributes = {
             "kernel.name": "linux",
             "os.name": "linux",
@@ -74,6 +104,9 @@ def simulated_nodes(spec: FleetSpec) -> list[Node]:
             "cpu.totalcompute": str(spec.cpu_mhz),
             "memory.totalbytes": str(spec.memory_mb * _MB),
             "unique.hostname": name,
+            "unique.network.ip-address": spec.address,
+            FLEET_ATTRIBUTE: spec.name,
+            PLACEMENT_ATTRIBUTE: spec.placement,
             **_driver_attributes(spec.drivers),
             **spec.attributes,
         }
@@ -88,6 +121,12 @@ def simulated_nodes(spec: FleetSpec) -> list[Node]:
             drivers={d: DriverInfo() for d in spec.drivers},
             node_resources=NodeResources(spec.cpu_mhz, spec.memory_mb, spec.disk_mb, devices),
         )
+        if unsplittable is not None:
+            node = replace(
+                node,
+                scheduling_eligibility=NodeEligibility.INELIGIBLE,
+                status_description=unsplittable,
+            )
         nodes.append(node.with_computed_class())
     return nodes
 
@@ -128,6 +167,7 @@ def _ray_node(
         "unique.hostname": name,
         "unique.ray.node_id": node_id,
         "ray.node_ip": str(entry.get("NodeManagerAddress", "")),
+        "unique.network.ip-address": str(entry.get("NodeManagerAddress", "")),
         **_driver_attributes(drivers),
     }
     if _HEAD_RESOURCE in resources:

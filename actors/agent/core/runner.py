@@ -110,14 +110,22 @@ class AllocRunner:
         "_reported",
         "alloc",
         "description",
+        "extra_env",
         "job",
         "phase",
         "status",
     )
 
-    def __init__(self, alloc: Allocation, job: Job | None, drivers: Mapping[str, Driver]) -> None:
+    def __init__(
+        self,
+        alloc: Allocation,
+        job: Job | None,
+        drivers: Mapping[str, Driver],
+        extra_env: Mapping[str, str] | None = None,
+    ) -> None:
         self.alloc = alloc
         self.job = job
+        self.extra_env = extra_env  # a run's cluster variables (cluster.py)
         self._drivers = drivers
         self.status = alloc.client_status
         self.description = alloc.client_description
@@ -233,7 +241,7 @@ class AllocRunner:
         self.phase = Phase.RUNNING
         for task in group.tasks:
             driver = self._drivers[task.driver]
-            env = TaskEnv(self.alloc, self.job, group, task)
+            env = TaskEnv(self.alloc, self.job, group, task, self.extra_env)
             try:
                 handle = driver.start(self.alloc.id, task, env, now)
             except Exception as exc:  # a driver bug must fail this alloc, not the agent

@@ -24,8 +24,8 @@ from typing import Any
 
 from actors.agent.core import FleetSpec
 from contracts.errors import ValidationError
+from contracts.share import FLEET_ATTRIBUTE
 
-FLEET_ATTRIBUTE = "drover.fleet"
 MHZ_PER_CORE = 1000
 _NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]{0,62}$")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")

@@ -28,6 +28,7 @@ from actors.leader.core.operator_ops import (
     stop_alloc,
 )
 from actors.leader.core.plan_eval import evaluate_plan
+from actors.leader.core.runs import ends_run
 from actors.state import StateReader
 from contracts import (
     CLIENT_TERMINAL,
@@ -45,6 +46,7 @@ from contracts.errors import ConflictError, NotFoundError, ValidationError
 from contracts.messages import LeaderRequest, LeaderResponse, PlanSubmission, RequestKind
 from contracts.state_log import (
     AllocClientUpdate,
+    DeleteNodes,
     StateChange,
     UpdateAllocsClientStatus,
     UpsertAllocs,
@@ -171,6 +173,11 @@ class LeaderCore:
         if kind is RequestKind.UPSERT_NODES:
             return Decision(
                 changes=self.register_nodes(request.nodes),
+                response=LeaderResponse(request.request_id, ok=True),
+            )
+        if kind is RequestKind.DELETE_NODES:
+            return Decision(
+                changes=self.deregister_nodes(request.node_ids),
                 response=LeaderResponse(request.request_id, ok=True),
             )
         if kind is RequestKind.CLIENT_UPDATES:
@@ -317,6 +324,18 @@ class LeaderCore:
             changes.append(UpsertEvals(tuple(evals)))
         return changes
 
+    def deregister_nodes(self, node_ids: Iterable[str]) -> list[StateChange]:
+        """Nomad's node deregistration (`node purge`): the nodes leave the state and the jobs
+        with allocations on them are re-evaluated, which finds those allocations lost."""
+        gone = [n for n in dict.fromkeys(node_ids) if self.state.node(n) is not None]
+        if not gone:
+            return []
+        evals = [e for node_id in gone for e in self.node_evals(node_id, include_system=False)]
+        changes: list[StateChange] = [DeleteNodes(tuple(gone))]
+        if evals:
+            changes.append(UpsertEvals(tuple(evals)))
+        return changes
+
     def node_evals(self, node_id: str, *, include_system: bool) -> list[Evaluation]:
         """Nomad's createNodeEvals: one node-update eval per affected job."""
         jobs: dict[tuple[str, str], str] = {}
@@ -342,19 +361,28 @@ class LeaderCore:
         # Jobs whose running reports need no eval (no job, stopped, no rollout pending):
         # decided once per batch, not per report (a batch holds thousands of one job's).
         quiet: set[tuple[str, str]] = set()
+        ending: dict[tuple[str, str], StateChange | None] = {}
         for update in updates:
             alloc = self.state.alloc(update.alloc_id)
             if alloc is None or alloc.client_status is update.client_status:
                 continue  # unknown or already recorded: reports are idempotent
             kept.append(update)
             key = (alloc.namespace, alloc.job_id)
-            if key in evals or alloc.server_terminal():
+            if key in evals or key in ending or alloc.server_terminal():
                 continue
             running = update.client_status is ClientStatus.RUNNING
             if running and key in quiet:
                 continue
             job = self.state.job(alloc.namespace, alloc.job_id)
             if job is None or job.stop:
+                quiet.add(key)
+                continue
+            if ends_run(job, alloc, update.client_status):
+                # A failed rank (or a finished master, with master-done) ends the run: the
+                # job stops, and with it the other ranks.
+                ending[key] = stop_job(
+                    self.state, job.namespace, job.id, now_ns=self.now_ns(), new_id=self.new_id
+                ).change
                 quiet.add(key)
                 continue
             failed = update.client_status is ClientStatus.FAILED
@@ -386,6 +414,7 @@ class LeaderCore:
                 changes.append(UpsertNodes(tuple(drained)))
         if evals:
             changes.append(UpsertEvals(tuple(evals.values())))
+        changes += [change for change in ending.values() if change is not None]
         return changes
 
     def _rollout_pending(self, job: Job) -> bool:

@@ -23,6 +23,7 @@ from actors.worker.core.scheduler.reconcile import (
     Reconciler,
     tainted_nodes,
 )
+from actors.worker.core.scheduler.share import ShareStack
 from actors.worker.core.scheduler.stack import GroupStack
 from contracts import (
     Allocation,
@@ -34,6 +35,7 @@ from contracts import (
     TaskGroup,
 )
 from contracts.evaluation import PlanAnnotations
+from contracts.share import FLEET_ATTRIBUTE
 
 if TYPE_CHECKING:
     from actors.state import StateReader
@@ -139,6 +141,8 @@ class GenericScheduler(SchedulerBase):
         seed = shuffle_seed(evaluation.id, state.latest_index())
         nodes, by_dc = cache.base_nodes(state, job, seed)
         stacks: dict[str, GroupStack] = {}
+        share_stacks: dict[str, ShareStack] = {}
+        gangs: dict[str, list[Placement]] = {}
         placing = now_ns() if phases is not None else 0
         # New placements that a rebase may take back and place again (see rebase.py).
         redoable: dict[str, tuple[Placement, GroupStack]] = {}
@@ -147,6 +151,16 @@ class GenericScheduler(SchedulerBase):
             tg = placement.task_group
             if self._coalesce_failure(tg.name):
                 continue  # the group already failed: later placements are not attempted
+            if tg.share is not None:
+                # A run's ranks go on instance blocks (share.py); a gang's all at once, below.
+                share_stack = share_stacks.get(tg.name)
+                if share_stack is None:
+                    share_stack = share_stacks[tg.name] = ShareStack(ctx, job, tg, nodes)
+                if tg.share.gang:
+                    gangs.setdefault(tg.name, []).append(placement)
+                else:
+                    self._place(ctx, job, share_stack, placement)
+                continue
             stack = stacks.get(tg.name)
             if stack is None:
                 stack = stacks[tg.name] = GroupStack(
@@ -157,6 +171,8 @@ class GenericScheduler(SchedulerBase):
             placed = self._place(ctx, job, stack, placement)
             if placed is not None and placement.previous is None:
                 redoable[placed.id] = (placement, stack)
+        for name, placements in gangs.items():
+            self._place_gang(ctx, job, share_stacks[name], placements, allocs)
         if redoable:
             self._rebase(ctx, job, redoable)
         for stack in stacks.values():
@@ -244,8 +260,35 @@ class GenericScheduler(SchedulerBase):
             if alloc.client_status in (ClientStatus.RUNNING, ClientStatus.PENDING):
                 ctx.stop(alloc, self._stopped(alloc, ALLOC_LOST, ClientStatus.LOST))
 
+    def _place_gang(
+        self,
+        ctx: EvalContext,
+        job: Job,
+        stack: ShareStack,
+        placements: list[Placement],
+        allocs: list[Allocation],
+    ) -> None:
+        """All of a gang's missing ranks on whole idle instances of one cluster fleet, or
+        none of them (the evaluation is then blocked until instances free up). Ranks still
+        running keep the gang in their fleet."""
+        tg = placements[0].task_group
+        live_nodes = {a.node_id for a in allocs if a.task_group == tg.name and not a.terminal()}
+        fleet = ""
+        for node_id in live_nodes:
+            node = self.state.node(node_id)
+            if node is not None:
+                fleet = node.attributes.get(FLEET_ATTRIBUTE, "")
+                break
+        options = stack.select_gang(len(placements), fleet)
+        if options is None:
+            self.failed_tg_allocs[tg.name] = stack.failure_metric()
+            return
+        for placement, option in zip(placements, options, strict=True):
+            alloc = self._new_alloc(job, tg.name, placement.name, option, placement.previous)
+            ctx.place(alloc, option.node)
+
     def _place(
-        self, ctx: EvalContext, job: Job, stack: GroupStack, placement: Placement
+        self, ctx: EvalContext, job: Job, stack: GroupStack | ShareStack, placement: Placement
     ) -> Allocation | None:
         previous = placement.previous
         stopped = None

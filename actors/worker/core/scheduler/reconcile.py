@@ -122,6 +122,8 @@ def tasks_updated(old: TaskGroup | None, new: TaskGroup) -> bool:
         return True
     if old.ephemeral_disk_mb != new.ephemeral_disk_mb or old.meta != new.meta:
         return True
+    if old.share != new.share:
+        return True
     old_tasks = {t.name: t for t in old.tasks}
     for task in new.tasks:
         prev = old_tasks.get(task.name)

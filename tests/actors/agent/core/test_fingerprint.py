@@ -25,7 +25,10 @@ def test_simulated_nodes_are_deterministic_and_ready() -> None:
         8192,
         50_000,
     )
-    assert n.node_resources.devices == ()
+    # Unsplit instances are one block (blocks: 1), the device group `drover/block/<fleet>`.
+    (blocks,) = n.node_resources.devices
+    assert blocks.id == "drover/block/web"
+    assert [i.id for i in blocks.instances] == ["web-0001/block0"]
     assert n.drivers == {"mock": DriverInfo()}
     attrs = n.attributes
     assert attrs["kernel.name"] == "linux"
@@ -55,7 +58,8 @@ def test_gpu_fleet_and_overrides() -> None:
         drivers=("mock", "raw_exec"),
     )
     a, b = simulated_nodes(spec)
-    (dev,) = a.node_resources.devices
+    dev, blocks = a.node_resources.devices
+    assert blocks.id == "drover/block/gpu" and len(blocks.instances) == 1
     assert dev.id == "nvidia/gpu/H100" and dev.matches("nvidia/gpu")
     assert dev.attributes == {"memory": "80 GiB"}
     assert len(dev.instances) == 8 and len(set(dev.healthy_ids())) == 8
