@@ -100,6 +100,8 @@ class Evaluation:
     escaped_computed_class: bool = False
     queued_allocations: dict[str, int] = field(default_factory=dict)
     plan_annotations: PlanAnnotations | None = None
+    # A blocked gang's hold: instances single ranks must leave to it (see scheduler/share.py).
+    reserved_nodes: tuple[str, ...] = field(default_factory=tuple)
     snapshot_index: int = 0
     create_index: int = 0
     modify_index: int = 0

@@ -48,6 +48,7 @@ class StateReader(Protocol):
     def eval(self, eval_id: str) -> Evaluation | None: ...
     def evals(self) -> Iterator[Evaluation]: ...
     def evals_by_job(self, namespace: str, job_id: str) -> list[Evaluation]: ...
+    def node_holds(self, node_id: str) -> tuple[str, ...]: ...
 
     def scaling_events(
         self, namespace: str, job_id: str
@@ -71,6 +72,7 @@ class TableReader:
     _allocs_by_job: MultiView[JobKey, str]
     _allocs_by_node: MultiView[str, str]
     _evals_by_job: MultiView[JobKey, str]
+    _holds: ShardedView[str, tuple[str, ...]]
 
     def latest_index(self) -> int:
         return self._latest
@@ -150,6 +152,10 @@ class TableReader:
     def evals_by_job(self, namespace: str, job_id: str) -> list[Evaluation]:
         get = self._evals.__getitem__
         return [get(i) for i in self._evals_by_job.get((namespace, job_id))]
+
+    def node_holds(self, node_id: str) -> tuple[str, ...]:
+        """The blocked evaluations holding this instance for their gang (state/holds.py)."""
+        return self._holds.get(node_id) or ()
 
     # Scaling
 

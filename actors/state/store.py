@@ -24,12 +24,18 @@ from dataclasses import replace
 from typing import Any
 
 from actors.state.cow import CowMap, CowMultiMap, FrozenMap, FrozenMultiMap, str_hash
+from actors.state.holds import HoldTable
 from actors.state.job_status import JobActivity, compute_job_status
 from actors.state.reader import JobKey, TableReader
+from actors.state.stamping import (
+    client_updated,
+    stamped_alloc,
+    stamped_eval,
+    stamped_node,
+)
 from actors.state.usage import NodeUsage, UsageTable
 from actors.state.versions import add_version, replace_version
-from contracts.allocation import CLIENT_TERMINAL, Allocation, ClientStatus
-from contracts.copying import replacer
+from contracts.allocation import CLIENT_TERMINAL, Allocation
 from contracts.evaluation import EvalStatus, Evaluation
 from contracts.job import Job
 from contracts.node import Node
@@ -67,65 +73,8 @@ _SLOTS = (
     "_allocs_by_job",
     "_allocs_by_node",
     "_evals_by_job",
+    "_holds",
 )
-
-# A plan may set these client statuses itself (Nomad's upsertAllocsImpl).
-_SERVER_SET_CLIENT_STATUS = frozenset({ClientStatus.LOST, ClientStatus.UNKNOWN})
-
-_new_alloc = replacer(Allocation, "create_index", "modify_index", "alloc_modify_index")
-_updated_alloc = replacer(
-    Allocation, "create_index", "create_time", "modify_index", "alloc_modify_index"
-)
-_updated_alloc_keep_client = replacer(
-    Allocation,
-    "client_status",
-    "client_description",
-    "create_index",
-    "create_time",
-    "modify_index",
-    "alloc_modify_index",
-)
-_client_update = replacer(
-    Allocation, "client_status", "client_description", "modify_index", "modify_time"
-)
-_stamped_eval = replacer(Evaluation, "create_index", "modify_index")
-
-_stamped_node = replacer(Node, "create_index", "modify_index")
-
-
-def stamped_alloc(alloc: Allocation, old: Allocation | None, index: int) -> Allocation:
-    """The record a plan's `alloc` becomes at `index` over `old`: indexes stamped, creation
-    kept, and the client-owned fields kept unless the plan sets them itself. A record that
-    already is that (stamped by the leader before it wrote the entry) is returned as is."""
-    if old is None:
-        if alloc.create_index == alloc.modify_index == alloc.alloc_modify_index == index:
-            return alloc
-        return _new_alloc(alloc, index, index, index)
-    if (
-        alloc.modify_index == index
-        and alloc.alloc_modify_index == index
-        and alloc.create_index == old.create_index
-        and alloc.create_time == old.create_time
-        and (
-            alloc.client_status in _SERVER_SET_CLIENT_STATUS
-            or (
-                alloc.client_status is old.client_status
-                and alloc.client_description == old.client_description
-            )
-        )
-    ):
-        return alloc
-    if alloc.client_status in _SERVER_SET_CLIENT_STATUS:
-        return _updated_alloc(alloc, old.create_index, old.create_time, index, index)
-    return _updated_alloc_keep_client(
-        alloc,
-        old.client_status,
-        old.client_description,
-        old.create_index,
-        old.create_time,
-        index,
-        index,
-    )
 
 
 class StateSnapshot(TableReader):
@@ -147,6 +96,7 @@ class StateSnapshot(TableReader):
         allocs_by_job: FrozenMultiMap[JobKey, str],
         allocs_by_node: FrozenMultiMap[str, str],
         evals_by_job: FrozenMultiMap[JobKey, str],
+        holds: FrozenMap[str, tuple[str, ...]],
     ) -> None:
         self._latest = latest
         self._table_index = table_index
@@ -160,6 +110,7 @@ class StateSnapshot(TableReader):
         self._allocs_by_job = allocs_by_job
         self._allocs_by_node = allocs_by_node
         self._evals_by_job = evals_by_job
+        self._holds = holds
 
 
 class StateStore(TableReader):
@@ -171,6 +122,7 @@ class StateStore(TableReader):
         "_blocked",
         "_dirty",
         "_handlers",
+        "_hold_table",
         "_live_allocs",
         "_live_evals",
         "_lock",
@@ -187,6 +139,7 @@ class StateStore(TableReader):
     _allocs_by_job: CowMultiMap[JobKey, str]
     _allocs_by_node: CowMultiMap[str, str]
     _evals_by_job: CowMultiMap[JobKey, str]
+    _holds: CowMap[str, tuple[str, ...]]
     _table_index: dict[str, int]
 
     def __init__(self, shards: int = 256, alloc_shards: int = 16384, node_shards: int = 1) -> None:
@@ -208,6 +161,8 @@ class StateStore(TableReader):
         self._allocs_by_job = CowMultiMap(shards)
         self._allocs_by_node = CowMultiMap(shards, hash)
         self._evals_by_job = CowMultiMap(shards)
+        self._hold_table = HoldTable(node_shards)
+        self._holds = self._hold_table.table
         # Writer-only bookkeeping (never read through a snapshot).
         self._live_allocs: dict[JobKey, int] = {}
         self._live_evals: dict[JobKey, int] = {}
@@ -265,6 +220,7 @@ class StateStore(TableReader):
                 allocs_by_job=self._allocs_by_job.snapshot(),
                 allocs_by_node=self._allocs_by_node.snapshot(),
                 evals_by_job=self._evals_by_job.snapshot(),
+                holds=self._holds.snapshot(),
             )
 
     # ------------------------------------------------------------------------------------
@@ -274,7 +230,7 @@ class StateStore(TableReader):
         for node in change.nodes:
             old = self._nodes.get(node.id)
             create = index if old is None else old.create_index
-            self._nodes.set(node.id, _stamped_node(node, create, index))
+            self._nodes.set(node.id, stamped_node(node, create, index))
         self._touch("nodes", index)
 
     def _apply_delete_nodes(self, change: DeleteNodes, index: int) -> None:
@@ -402,7 +358,7 @@ class StateStore(TableReader):
         old = self._evals.get(ev.id)
         create = index if old is None else old.create_index
         if job_modify_index is None:
-            new = _stamped_eval(ev, create, index)
+            new = stamped_eval(ev, create, index)
         else:
             new = replace(
                 ev, create_index=create, modify_index=index, job_modify_index=job_modify_index
@@ -416,6 +372,7 @@ class StateStore(TableReader):
             self._live_evals[key] = self._live_evals.get(key, 0) + 1
         if new.status is EvalStatus.BLOCKED:
             self._blocked.setdefault(key, {})[new.id] = None
+            self._hold_table.add(new)
         self._dirty.setdefault(key, False)
         self._touch("evals", index)
         if new.status is EvalStatus.COMPLETE and not new.failed_tg_allocs:
@@ -427,6 +384,7 @@ class StateStore(TableReader):
         if not old.terminal():
             _decrement(self._live_evals, key)
         if old.status is EvalStatus.BLOCKED:
+            self._hold_table.remove(old)
             blocked = self._blocked.get(key)
             if blocked is not None:
                 blocked.pop(old.id, None)
@@ -578,7 +536,7 @@ class StateStore(TableReader):
         old = allocs.get_at(slot, update.alloc_id)
         if old is None:
             return False
-        new = _client_update(
+        new = client_updated(
             old, update.client_status, update.client_description, index, update.modify_time
         )
         if update.client_status not in CLIENT_TERMINAL and old.client_status not in CLIENT_TERMINAL:

@@ -92,6 +92,7 @@ class SchedulerBase:
         self.eval: Evaluation | None = None
         self.blocked: Evaluation | None = None
         self.failed_tg_allocs: dict[str, AllocMetric] = {}
+        self.reserved_nodes: tuple[str, ...] = ()  # a blocked gang's hold (share_stack.py)
         self.queued: dict[str, int] = {}
         self.plan_result: PlanResult | None = None
         self.annotations: PlanAnnotations | None = None
@@ -137,6 +138,7 @@ class SchedulerBase:
                     escaped_computed_class=eligibility.has_escaped(),
                     class_eligibility=eligibility.class_eligibility(),
                     failed_tg_allocs=dict(self.failed_tg_allocs),
+                    reserved_nodes=self.reserved_nodes,
                     snapshot_index=self.state.latest_index(),
                 )
             )
@@ -149,6 +151,7 @@ class SchedulerBase:
         job = self.state.job(evaluation.namespace, evaluation.job_id)
         self.queued = {}
         self.failed_tg_allocs = {}
+        self.reserved_nodes = ()
         self.plan_result = None
         plan = PlanBuilder(evaluation.id, "", job, self.state.latest_index())
         ctx = self.ctx = EvalContext(self.state, plan, job)
@@ -222,6 +225,7 @@ class SchedulerBase:
             failed_tg_allocs=dict(self.failed_tg_allocs),
             class_eligibility={} if escaped else eligibility.class_eligibility(),
             escaped_computed_class=escaped,
+            reserved_nodes=self.reserved_nodes,
             snapshot_index=self.state.latest_index(),
             create_time=now,
             modify_time=now,

@@ -23,7 +23,7 @@ from actors.worker.core.scheduler.reconcile import (
     Reconciler,
     tainted_nodes,
 )
-from actors.worker.core.scheduler.share import ShareStack
+from actors.worker.core.scheduler.share_stack import SharePolicy, ShareStack
 from actors.worker.core.scheduler.stack import GroupStack
 from contracts import (
     Allocation,
@@ -69,6 +69,7 @@ class GenericScheduler(SchedulerBase):
         super().__init__(state, planner, algorithm=algorithm, now_ns=now_ns, new_id=new_id)
         self.batch = batch
         self.max_attempts = MAX_BATCH_ATTEMPTS if batch else MAX_SERVICE_ATTEMPTS
+        self.share_policy = SharePolicy()  # how runs' ranks and gangs are placed
         self._attempt_cache: AttemptCache | None = None
 
     def _reuse_attempt(self, ctx: EvalContext, job: Job) -> None:
@@ -155,7 +156,9 @@ class GenericScheduler(SchedulerBase):
                 # A run's ranks go on instance blocks (share.py); a gang's all at once, below.
                 share_stack = share_stacks.get(tg.name)
                 if share_stack is None:
-                    share_stack = share_stacks[tg.name] = ShareStack(ctx, job, tg, nodes)
+                    share_stack = share_stacks[tg.name] = ShareStack(
+                        ctx, job, tg, nodes, self.share_policy
+                    )
                 if tg.share.gang:
                     gangs.setdefault(tg.name, []).append(placement)
                 else:
@@ -282,6 +285,8 @@ class GenericScheduler(SchedulerBase):
         options = stack.select_gang(len(placements), fleet)
         if options is None:
             self.failed_tg_allocs[tg.name] = stack.failure_metric()
+            # The blocked evaluation holds the instances the gang waits for (share_stack.py).
+            self.reserved_nodes = stack.reservation(len(placements), fleet)
             return
         for placement, option in zip(placements, options, strict=True):
             alloc = self._new_alloc(job, tg.name, placement.name, option, placement.previous)

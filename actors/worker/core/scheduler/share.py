@@ -1,32 +1,24 @@
-"""Placing dstack runs on instance blocks (`TaskGroup.share`; see contracts/share.py).
+"""Runs on instance blocks: what an instance offers and which share of it a run gets.
 
 An instance of a fleet splits into T blocks, carried as the device group
 `drover/block/<fleet>` with T instances; an allocation holding k of them holds the share
 ⌊cores/T⌋·k, ⌊memory/T⌋·k and ⌊GPUs/T⌋·k GPUs (by device ID), the disk shared. Because blocks
 and GPUs are device instances, the leader's device re-check refuses a block or GPU that a
 concurrent plan took first, and the node's usage counts busy blocks with no new table.
-
-- One rank (`ShareStack.select`): on each feasible instance, the smallest k whose share fits
-  every range among the blocks still free (dstack's offer rule); the instance with the
-  fewest free blocks left afterwards wins (best fit keeps whole instances free for gangs),
-  an exact fill ending the walk.
-- A gang (`ShareStack.select_gang`): N distinct instances of one `placement: cluster` fleet,
-  each fully idle and taken whole (k = T), or nothing. Among fleets with enough, the one with
-  the fewest idle instances wins (best fit again); the leader commits the plan all at once.
+Whether a share fits a run's ranges is dstack's rule, in contracts/dstack/matching.py; the
+placement chain that uses this is share_stack.py.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import cast, get_args
 
-from actors.state import EMPTY_USAGE
-from actors.worker.core.scheduler.context import EvalContext, NodeLoad
-from actors.worker.core.scheduler.feasible import FilterMetrics, GroupFeasibility
+from actors.worker.core.scheduler.context import NodeLoad
 from actors.worker.core.scheduler.select import RankedOption
-from contracts import AllocMetric, Job, Node, TaskGroup
+from contracts import Node
 from contracts.dstack.gpu import Vendor
 from contracts.dstack.matching import (
     InstanceOffer,
@@ -57,6 +49,7 @@ NO_FIT = "resources out of range"
 NO_FREE_BLOCKS = "blocks"
 NOT_CLUSTER = "fleet placement is not cluster"
 NOT_IDLE = "instance not idle"
+HELD = "held for a waiting gang"
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,164 +157,7 @@ def share_option(
     return RankedOption(instance.node, fill, cpu, memory, 0, tuple(devices))
 
 
-class ShareStack:
-    """The placement chain of a group with a `share` (GroupStack's counterpart)."""
-
-    def __init__(
-        self, ctx: EvalContext, job: Job, tg: TaskGroup, base_nodes: Sequence[Node]
-    ) -> None:
-        assert tg.share is not None
-        self.ctx = ctx
-        self.job = job
-        self.tg = tg
-        self.request: ShareRequest = tg.share
-        self.base_nodes = base_nodes
-        self.feasibility = GroupFeasibility(job, tg, ctx.eligibility)
-        self.filter_metrics = FilterMetrics()
-        self.phases = None
-        self._candidates: list[Instance] | None = None
-        self._static_reasons: dict[str, int] = {}  # instances no share of could ever fit
-        self._reasons: dict[str, int] = {}  # instances the last walk passed over
-        self._walked = 0
-
-    # -- GroupStack's reporting interface ---------------------------------------------------
-
-    def feasibility_ns(self) -> int:
-        return 0
-
-    def report_phases(self, start_ns: int, end_ns: int, feasibility_ns: int) -> None:
-        return None
-
-    # -- candidates ------------------------------------------------------------------------
-
-    def candidates(self) -> list[Instance]:
-        """Feasible instances (drivers, constraints, datacenters, pool) of the requested
-        fleets whose whole share could fit the ranges at all: decided once per evaluation."""
-        if self._candidates is None:
-            fleets = set(self.request.fleets)
-            found = []
-            for node in self.base_nodes:
-                instance = instance_of(node)
-                if instance is None:
-                    continue
-                if not self.feasibility.check(node, self.filter_metrics):
-                    continue
-                if fleets and instance.fleet not in fleets:
-                    _count(self._static_reasons, NOT_IN_FLEETS)
-                    continue
-                if not any(
-                    share_fits(self.request, instance, k)
-                    for k in range(1, instance.total_blocks + 1)
-                ):
-                    _count(self._static_reasons, NO_FIT)
-                    continue
-                found.append(instance)
-            self._candidates = found
-        return self._candidates
-
-    def _reason(self, reason: str) -> None:
-        _count(self._reasons, reason)
-
-    def _in_use(self, node_id: str) -> tuple[NodeLoad | None, Collection[str]]:
-        ctx = self.ctx
-        load = ctx.loads.get(node_id)
-        if load is not None:
-            return load, load.device_ids
-        usage = ctx.usage_lookup(node_id) or EMPTY_USAGE
-        return None, usage.device_ids
-
-    # -- one rank --------------------------------------------------------------------------
-
-    def select(self, penalty_nodes: frozenset[str] = frozenset()) -> RankedOption | None:
-        best: RankedOption | None = None
-        candidates = self.candidates()
-        self._walked, self._reasons = 0, {}
-        for instance in candidates:
-            node_id = instance.node.id
-            self._walked += 1
-            load, in_use = self._in_use(node_id)
-            k = smallest_share(self.request, instance, busy_blocks(instance, in_use))
-            if k is None:
-                self._reason(NO_FREE_BLOCKS)
-                continue
-            option = share_option(instance, k, load, in_use)
-            if option is None:
-                self._reason(NO_FREE_BLOCKS)
-                continue
-            if node_id in penalty_nodes:
-                option.final_score -= 1.0
-            if best is None or option.final_score > best.final_score:
-                best = option
-                if option.final_score >= 1.0:
-                    break  # fills the instance exactly: nothing packs better
-        if best is not None:
-            self._charge(best)
-        return best
-
-    # -- a gang ----------------------------------------------------------------------------
-
-    def select_gang(self, ranks: int, fleet: str = "") -> list[RankedOption] | None:
-        """`ranks` whole idle instances of one cluster fleet (`fleet`, if some ranks already
-        run there), charged to the plan; None, with nothing charged, if no fleet has them."""
-        idle: dict[str, list[Instance]] = {}
-        candidates = self.candidates()
-        self._walked, self._reasons = 0, {}
-        for instance in candidates:
-            self._walked += 1
-            if not instance.cluster:
-                self._reason(NOT_CLUSTER)
-                continue
-            if fleet and instance.fleet != fleet:
-                continue
-            load, in_use = self._in_use(instance.node.id)
-            if in_use or (load is not None and (load.cpu or load.memory_mb)):
-                self._reason(NOT_IDLE)
-                continue
-            usage = self.ctx.usage_lookup(instance.node.id)
-            if usage is not None and usage.alloc_count:
-                self._reason(NOT_IDLE)
-                continue
-            if smallest_share(self.request, instance, 0, whole=True) is None:
-                self._reason(NO_FIT)
-                continue
-            idle.setdefault(instance.fleet, []).append(instance)
-        fitting = [(len(members), name) for name, members in idle.items() if len(members) >= ranks]
-        if not fitting:
-            return None
-        _, chosen = min(fitting)
-        options = []
-        for instance in idle[chosen][:ranks]:
-            option = share_option(instance, instance.total_blocks, None, ())
-            assert option is not None  # an idle instance holds its whole share
-            options.append(option)
-        for option in options:
-            self._charge(option)
-        return options
-
-    def _charge(self, option: RankedOption) -> None:
-        load = self.ctx.load(option.node.id)
-        load.cpu += option.cpu
-        load.memory_mb += option.memory_mb
-        for device in option.devices:
-            load.claim_devices(device.device_ids)
-
-    def failure_metric(self) -> AllocMetric:
-        static = self.filter_metrics
-        reasons = dict(self._static_reasons)
-        for reason, n in self._reasons.items():
-            _count(reasons, reason, n)
-        return AllocMetric(
-            nodes_evaluated=self._walked + static.nodes_filtered,
-            nodes_filtered=static.nodes_filtered,
-            nodes_in_pool=len(self.base_nodes),
-            class_filtered=dict(static.class_filtered),
-            constraint_filtered=dict(static.constraint_filtered),
-            nodes_exhausted=sum(reasons.values()),
-            dimension_exhausted=reasons,
-        )
-
-
-def _count(counts: dict[str, int], key: str, n: int = 1) -> None:
+def count_reason(counts: dict[str, int], key: str, n: int = 1) -> None:
     counts[key] = counts.get(key, 0) + n
 
 
