@@ -25,6 +25,13 @@ from contracts.dstack.sizes import MB_PER_GB, gb_to_mb
 BLOCK_VENDOR = "drover"
 BLOCK_TYPE = "block"
 """Blocks are device instances `drover/block/<fleet>` on a fleet's instances."""
+# Job meta of a dstack run (see actors/api/core/runs.py).
+RUN_META = "drover.run"  # the configuration type it came from ("task")
+STOP_CRITERIA_META = "drover.run.stop_criteria"  # all-done | master-done
+NO_CAPACITY_META = "drover.run.no_capacity"  # wait (a blocked evaluation) | fail
+MASTER_DONE = "master-done"
+NO_CAPACITY_WAIT = "wait"
+NO_CAPACITY_FAIL = "fail"
 FLEET_ATTRIBUTE = "drover.fleet"
 PLACEMENT_ATTRIBUTE = "drover.fleet.placement"  # "any" or "cluster" (gangs need cluster)
 

@@ -36,6 +36,8 @@ class FleetManager(Protocol):
 
     def fleets(self) -> Sequence[FleetSpec]: ...
 
+    def delete_fleet(self, name: str) -> int: ...
+
 
 class ApiService:
     def __init__(
@@ -131,6 +133,11 @@ class ApiService:
 
     def fleets(self) -> Sequence[FleetSpec]:
         return self.fleet_manager.fleets() if self.fleet_manager is not None else ()
+
+    def delete_fleet(self, name: str) -> int:
+        if self.fleet_manager is None:
+            raise KeyError(name)
+        return self.fleet_manager.delete_fleet(name)
 
 
 def _token_dict(token: AclToken) -> dict[str, Any]:

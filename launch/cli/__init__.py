@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from launch.cli import cluster, job, trace
+from launch.cli import cluster, dstack, job, trace
 from launch.cli.client import ApiClient, CliError
 from launch.cli.output import error
 
@@ -111,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     job.add_parser(commands, _flag)
     cluster.add_parsers(commands, _flag)
+    dstack.add_parsers(commands, _flag)
     trace.add_parser(commands, _flag)
     return parser
 

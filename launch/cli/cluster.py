@@ -1,11 +1,9 @@
-"""`drover node ...`, `drover alloc status`, `drover eval ...` and `drover fleet ...`."""
+"""`drover node ...`, `drover alloc status` and `drover eval ...`."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
-
-import yaml
 
 from launch.cli.client import ApiClient, CliError, segment
 from launch.cli.output import ago, date, key_values, print_json, short, table
@@ -207,58 +205,6 @@ def eval_status(args: argparse.Namespace, client: ApiClient) -> int:
     return 0
 
 
-# -- fleets -------------------------------------------------------------------------------------
-
-
-def fleet_apply(args: argparse.Namespace, client: ApiClient) -> int:
-    try:
-        with open(args.file, encoding="utf-8") as handle:
-            declared: Any = yaml.safe_load(handle)
-    except OSError as exc:
-        raise CliError(f"{args.file}: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
-        raise CliError(f"{args.file}: invalid YAML: {exc}".replace("\n", " ")) from None
-    if not isinstance(declared, dict):
-        raise CliError(f"{args.file}: expected a fleet mapping (type: fleet, name: ..., nodes: N)")
-    try:
-        reply = client.post("/v1/fleets", {"Fleet": declared})
-    except CliError as exc:
-        raise CliError(f"{args.file}: {exc}") from None
-    print(f'Fleet "{reply["Name"]}" applied: {reply["Nodes"]} nodes')
-    return 0
-
-
-def fleet_status(args: argparse.Namespace, client: ApiClient) -> int:
-    fleets = client.get("/v1/fleets")
-    if args.json:
-        print_json(fleets)
-        return 0
-    if not fleets:
-        print("No fleets declared")
-        return 0
-    print(
-        table(
-            ["Name", "Nodes", "Ready", "Down", "CPU", "Memory", "GPUs", "DC", "Class", "Allocs"],
-            [
-                (
-                    f["Name"],
-                    f["Nodes"],
-                    f["Ready"],
-                    f["Down"],
-                    f"{f['CPU']} MHz",
-                    f"{f['MemoryMB']} MiB",
-                    f"{f['GPUs']} {f['GPUModel']}".strip(),
-                    f["Datacenter"],
-                    f["NodeClass"] or "<none>",
-                    f["Allocs"],
-                )
-                for f in fleets
-            ],
-        )
-    )
-    return 0
-
-
 def add_parsers(commands: Any, flag: Any) -> None:
     def group(name: str, help_text: str) -> Any:
         return commands.add_parser(name, help=help_text).add_subparsers(
@@ -293,8 +239,3 @@ def add_parsers(commands: Any, flag: Any) -> None:
     cmd(evals, "list", eval_list, "list evaluations", json=True)
     p = cmd(evals, "status", eval_status, "show an evaluation", json=True)
     p.add_argument("eval")
-
-    fleet = group("fleet", "simulated fleets")
-    p = cmd(fleet, "apply", fleet_apply, "declare a simulated fleet from a YAML file")
-    p.add_argument("file")
-    cmd(fleet, "status", fleet_status, "list the declared fleets", json=True)

@@ -214,7 +214,7 @@ def test_fleet_apply_over_the_cli(run_cli, tmp_path: Path, system: DroverSystem)
         "resources: {cpu: 8, memory: 32GB, gpu: {count: 2, name: H100}}\nnode_class: gpu\n"
     )
     code, out, _ = run_cli("fleet", "apply", str(fleet))
-    assert code == 0 and 'Fleet "gpu" applied: 2 nodes' in out
+    assert code == 0 and 'Fleet "gpu" applied: 2 instances' in out
     code, out, _ = run_cli("fleet", "status", "-json")
     fleets = {f["Name"]: f for f in orjson.loads(out)}
     assert fleets["gpu"]["Ready"] == 2 and fleets["gpu"]["GPUs"] == 2

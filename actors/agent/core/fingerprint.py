@@ -68,6 +68,7 @@ class FleetSpec:
     placement: str = "any"
     gpu_vendor: str = "nvidia"
     address: str = "127.0.0.1"
+    backend: str = "simulated"  # or "ray": the Ray cluster's nodes are the instances
 
 
 def node_id_for(name: str) -> str:

@@ -1,6 +1,7 @@
 """The route table and the dispatch: path matching, the ACL check, errors to status codes.
 
-Paths follow Nomad's `/v1` API (`nomad/command/agent/http.go`); `/v1/fleets` is drover's own.
+Paths follow Nomad's `/v1` API (`nomad/command/agent/http.go`); fleets and runs
+(dstack_routes.py) are drover's own.
 With ACLs enabled every request but the bootstrap needs a valid `X-Nomad-Token` (403 with
 "Permission denied" otherwise, as Nomad answers).
 """
@@ -12,7 +13,7 @@ import re
 from collections.abc import Callable
 from urllib.parse import unquote
 
-from actors.api.core import cluster, jobs
+from actors.api.core import cluster, dstack_routes, jobs
 from actors.api.core.backend import Backend
 from actors.api.core.call import Call
 from actors.api.core.errors import ApiError, from_exception
@@ -63,9 +64,17 @@ _ROUTES: list[tuple[str, str, Handler]] = [
     ("PUT", "/v1/node/:id/drain", cluster.drain_node),
     ("POST", "/v1/node/:id/eligibility", cluster.node_eligibility),
     ("PUT", "/v1/node/:id/eligibility", cluster.node_eligibility),
-    ("GET", "/v1/fleets", cluster.list_fleets),
-    ("POST", "/v1/fleets", cluster.apply_fleet),
-    ("PUT", "/v1/fleets", cluster.apply_fleet),
+    ("GET", "/v1/fleets", dstack_routes.list_fleets),
+    ("POST", "/v1/fleets", dstack_routes.apply_fleet),
+    ("PUT", "/v1/fleets", dstack_routes.apply_fleet),
+    ("GET", "/v1/fleet/:name", dstack_routes.get_fleet),
+    ("DELETE", "/v1/fleet/:name", dstack_routes.delete_fleet),
+    ("GET", "/v1/runs", dstack_routes.list_runs),
+    ("POST", "/v1/runs", dstack_routes.submit_run),
+    ("PUT", "/v1/runs", dstack_routes.submit_run),
+    ("GET", "/v1/run/:name", dstack_routes.get_run),
+    ("POST", "/v1/run/:name/stop", dstack_routes.stop_run),
+    ("PUT", "/v1/run/:name/stop", dstack_routes.stop_run),
     ("GET", "/v1/status/leader", cluster.leader),
     ("GET", "/v1/status/peers", cluster.peers),
     ("GET", "/v1/regions", cluster.regions),

@@ -7,11 +7,10 @@ from typing import Any
 from actors.api.core import shapes
 from actors.api.core.call import Call
 from actors.api.core.errors import ApiError, bad_request, not_found
-from actors.api.core.fleets import fleet_to_json, parse_fleet
 from actors.api.core.http_types import ApiResponse
 from actors.api.core.shapes import NS_PER_S
 from actors.state import StateReader
-from contracts import DrainStrategy, ValidationError
+from contracts import DrainStrategy
 from contracts.messages import RequestKind
 
 
@@ -183,42 +182,6 @@ def node_eligibility(call: Call) -> ApiResponse:
         RequestKind.NODE_ELIGIBILITY, node_ids=(node_id,), eligible=value == "eligible"
     )
     return _node_reply(response)
-
-
-# -- fleets (drover's own) ------------------------------------------------------------------------
-
-
-def list_fleets(call: Call) -> ApiResponse:
-    specs = {spec.name: spec for spec in call.backend.fleets()}
-
-    def render(state: StateReader) -> Any:
-        counts: dict[str, dict[str, int]] = {
-            name: {"Ready": 0, "Down": 0, "Ineligible": 0, "Allocs": 0} for name in specs
-        }
-        for node in state.nodes():
-            name = node.attributes.get("drover.fleet")
-            if name not in counts:
-                continue
-            row = counts[name]
-            row["Ready" if node.status.value == "ready" else "Down"] += 1
-            row["Ineligible"] += node.scheduling_eligibility.value == "ineligible"
-            row["Allocs"] += sum(1 for a in state.allocs_by_node(node.id) if not a.terminal())
-        return [{**fleet_to_json(specs[name]), **counts[name]} for name in sorted(specs)]
-
-    return call.read(("nodes", "allocs"), render)
-
-
-def apply_fleet(call: Call) -> ApiResponse:
-    body = call.json()
-    raw = body.get("Fleet")
-    if not isinstance(raw, dict):
-        raise bad_request("Fleet: expected a fleet object in the request body")
-    try:
-        spec = parse_fleet(raw)
-    except ValidationError as exc:
-        raise bad_request("; ".join(exc.problems)) from None
-    registered = call.backend.apply_fleet(spec)
-    return ApiResponse(200, {"Name": spec.name, "Nodes": registered})
 
 
 # -- status and ACL -------------------------------------------------------------------------------

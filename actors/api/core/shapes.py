@@ -35,6 +35,8 @@ def _nomad_keys(value: Any) -> Any:
                 out[_DURATIONS[key]] = round(item * NS_PER_S)
             elif key == "EphemeralDiskMB":
                 out["EphemeralDisk"] = {"SizeMB": item}
+            elif key == "Share" and item is None:
+                continue  # drover's run ranges: only a run's group has them
             else:
                 out[key] = _nomad_keys(item)
         return out

@@ -9,12 +9,7 @@ run). With `stop_criteria: master-done`, rank 0 finishing ends the run and stops
 from __future__ import annotations
 
 from contracts import Allocation, ClientStatus, Job
-
-RUN_META = "drover.run"
-"""Job meta marking a job made from a dstack task file (value: the configuration type)."""
-STOP_CRITERIA_META = "drover.run.stop_criteria"
-MASTER_DONE = "master-done"
-ALL_DONE = "all-done"
+from contracts.share import MASTER_DONE, STOP_CRITERIA_META
 
 
 def is_run(job: Job) -> bool:

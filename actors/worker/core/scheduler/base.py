@@ -29,6 +29,7 @@ from contracts import (
 )
 from contracts.copying import replacer
 from contracts.evaluation import PlanAnnotations
+from contracts.share import NO_CAPACITY_FAIL, NO_CAPACITY_META
 
 if TYPE_CHECKING:
     from actors.state import StateReader
@@ -161,6 +162,8 @@ class SchedulerBase:
             evaluation.status is not EvalStatus.BLOCKED
             and self.failed_tg_allocs
             and self.blocked is None
+            # A run that asked not to wait for capacity (`retry: false`) fails instead.
+            and not (job is not None and job.meta.get(NO_CAPACITY_META) == NO_CAPACITY_FAIL)
         ):
             self._create_blocked_eval(plan_failure=False)
         if plan.is_no_op():

@@ -1,0 +1,173 @@
+"""Fleets and runs (drover's own endpoints, in dstack's terms).
+
+GET    /v1/fleets             every fleet: instances, blocks busy / total
+POST   /v1/fleets             {"Fleet": {...fleet file's keys...}}: declare or redeclare
+GET    /v1/fleet/:name        one fleet, with each instance's `k/T busy`
+DELETE /v1/fleet/:name        remove it: its instances leave (their jobs re-evaluated)
+GET    /v1/runs               every run (a job made from a task file), with its ranks
+POST   /v1/runs               {"Run": {...task file's keys...}, "WorkingDir": "..."}
+GET    /v1/run/:name          one run
+POST   /v1/run/:name/stop     stop it (its job), as `drover stop RUN`
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.api.core.call import Call
+from actors.api.core.errors import ApiError, bad_request
+from actors.api.core.fleets import fleet_to_json, parse_fleet
+from actors.api.core.http_types import ApiResponse
+from actors.api.core.runs import is_run_job, run_job, run_to_json
+from actors.state import StateReader
+from contracts import Node, NodeStatus
+from contracts.dstack.task import parse_task
+from contracts.errors import ValidationError
+from contracts.messages import RequestKind
+from contracts.share import BLOCK_TYPE, FLEET_ATTRIBUTE
+
+RUN_TABLES = ("jobs", "allocs", "evals", "nodes")
+
+
+# -- fleets ---------------------------------------------------------------------------------------
+
+
+def _instance(state: StateReader, node: Node) -> dict[str, Any]:
+    total = next((len(d.instances) for d in node.node_resources.devices if d.type == BLOCK_TYPE), 0)
+    in_use = state.node_usage(node.id).device_ids
+    busy = sum(
+        1
+        for d in node.node_resources.devices
+        if d.type == BLOCK_TYPE
+        for i in d.instances
+        if i.id in in_use
+    )
+    return {
+        "Name": node.name,
+        "NodeID": node.id,
+        "Status": node.status.value,
+        "Eligibility": node.scheduling_eligibility.value,
+        "StatusDescription": node.status_description,
+        "TotalBlocks": total,
+        "BusyBlocks": busy,
+        "Busy": f"{busy}/{total} busy" if total else "cannot be split",
+        "Address": node.attributes.get("unique.network.ip-address", ""),
+    }
+
+
+def _fleet_json(call: Call, state: StateReader, name: str) -> dict[str, Any]:
+    specs = {spec.name: spec for spec in call.backend.fleets()}
+    instances = [
+        _instance(state, n)
+        for n in sorted(state.nodes(), key=lambda n: n.name)
+        if n.attributes.get(FLEET_ATTRIBUTE) == name
+    ]
+    total = sum(i["TotalBlocks"] for i in instances)
+    busy = sum(i["BusyBlocks"] for i in instances)
+    ready = [i for i in instances if i["Status"] == NodeStatus.READY.value]
+    return {
+        **fleet_to_json(specs[name]),
+        "Ready": len(ready),
+        "Down": len(instances) - len(ready),
+        "Ineligible": sum(1 for i in instances if i["Eligibility"] == "ineligible"),
+        "Allocs": sum(
+            1 for i in instances for a in state.allocs_by_node(i["NodeID"]) if not a.terminal()
+        ),
+        "TotalBlocks": total,
+        "BusyBlocks": busy,
+        "Busy": f"{busy}/{total} busy",
+        "Instances": instances,
+    }
+
+
+def list_fleets(call: Call) -> ApiResponse:
+    names = sorted(spec.name for spec in call.backend.fleets())
+    return call.read(("nodes", "allocs"), lambda s: [_fleet_json(call, s, n) for n in names])
+
+
+def get_fleet(call: Call) -> ApiResponse:
+    name = call.params["name"]
+    if name not in {spec.name for spec in call.backend.fleets()}:
+        raise ApiError(404, f'fleet "{name}" not found')
+    return call.read(("nodes", "allocs"), lambda s: _fleet_json(call, s, name))
+
+
+def apply_fleet(call: Call) -> ApiResponse:
+    body = call.json()
+    raw = body.get("Fleet")
+    if not isinstance(raw, dict):
+        raise bad_request("Fleet: expected a fleet object in the request body")
+    try:
+        spec = parse_fleet(raw)
+    except ValidationError as exc:
+        raise bad_request("; ".join(exc.problems)) from None
+    registered = call.backend.apply_fleet(spec)
+    return ApiResponse(200, {"Name": spec.name, "Nodes": registered})
+
+
+def delete_fleet(call: Call) -> ApiResponse:
+    name = call.params["name"]
+    try:
+        removed = call.backend.delete_fleet(name)
+    except KeyError:
+        raise ApiError(404, f'fleet "{name}" not found') from None
+    return ApiResponse(200, {"Name": name, "Removed": removed})
+
+
+# -- runs -----------------------------------------------------------------------------------------
+
+
+def _run(call: Call, state: StateReader, name: str) -> dict[str, Any]:
+    job = state.job(call.namespace, name)
+    if job is None or not is_run_job(job):
+        raise ApiError(404, f'run "{name}" not found')
+    return run_to_json(
+        job,
+        state.allocs_by_job(job.namespace, job.id),
+        state.evals_by_job(job.namespace, job.id),
+        state.node,
+    )
+
+
+def list_runs(call: Call) -> ApiResponse:
+    def render(state: StateReader) -> list[dict[str, Any]]:
+        runs = sorted((j for j in state.jobs() if is_run_job(j)), key=lambda j: j.submit_time)
+        return [_run(call, state, job.id) for job in runs if job.namespace == call.namespace]
+
+    return call.read(RUN_TABLES, render)
+
+
+def get_run(call: Call) -> ApiResponse:
+    return call.read(RUN_TABLES, lambda s: _run(call, s, call.params["name"]))
+
+
+def submit_run(call: Call) -> ApiResponse:
+    body = call.json()
+    raw = body.get("Run")
+    if not isinstance(raw, dict):
+        raise bad_request("Run: expected a task object in the request body")
+    working_dir = body.get("WorkingDir", "")
+    if not isinstance(working_dir, str):
+        raise bad_request(f"WorkingDir: expected a path, got {working_dir!r}")
+    try:
+        config = parse_task({"type": "task", **raw})
+    except ValidationError as exc:
+        raise bad_request("; ".join(exc.problems)) from None
+    # `retry: false` is dstack's no-retry: no capacity fails the run instead of queueing it.
+    job = run_job(config, fail_without_capacity=raw.get("retry") is False, working_dir=working_dir)
+    existing = call.backend.snapshot().job(job.namespace, job.id)
+    if existing is not None and not is_run_job(existing):
+        raise ApiError(409, f'"{job.id}" is a job that is not a run: choose another run name')
+    response = call.write(RequestKind.REGISTER_JOB, job=job, namespace=job.namespace)
+    return ApiResponse(
+        200, {"Name": job.id, "EvalID": response.eval_id, "JobModifyIndex": response.index}
+    )
+
+
+def stop_run(call: Call) -> ApiResponse:
+    name = call.params["name"]
+    job = call.backend.snapshot().job(call.namespace, name)
+    if job is None or not is_run_job(job):
+        raise ApiError(404, f'run "{name}" not found')
+    response = call.write(RequestKind.STOP_JOB, job_id=name)
+    return ApiResponse(200, {"Name": name, "EvalID": response.eval_id})

@@ -1,0 +1,190 @@
+"""dstack runs (`type: task`) as drover jobs, and the runs' view of jobs (`drover ps`).
+
+A run is a batch job underneath, so job status, versions, evaluations, allocations, traces,
+the HTTP API and the CLI all work for it:
+
+- the job's ID is the run's name; `all_at_once` (the leader commits a gang whole or not);
+  meta `drover.run` marks it as a run, with its stop criteria and no-capacity behaviour;
+- one group, `node`, with count = `nodes`: allocation `<run>.node[i]` is rank i (rank 0 the
+  master), and the group's `share` carries the run's resource ranges (contracts/share.py),
+  a gang when nodes > 1;
+- one task, `main`: `commands` run by raw_exec as one `sh -e` script (in `working_dir`), an
+  `entrypoint` by the ray driver (with `runtime_env`), or the mock driver;
+- ranks are never rescheduled: a failed rank fails the run (the leader stops the others,
+  actors/leader/core/runs.py), as dstack does.
+
+Priority: dstack's 0..100 (default 0) becomes Nomad's job priority, clamped to 1..100, and
+50 (Nomad's default) when the file gives none. With no capacity a run waits (a blocked
+evaluation) and starts as soon as instances free up; `retry: false` asks for dstack's
+behaviour instead: the run fails at once.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shlex
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from contracts import (
+    Allocation,
+    ClientStatus,
+    Evaluation,
+    Job,
+    JobType,
+    Node,
+    ReschedulePolicy,
+    Resources,
+    Task,
+    TaskGroup,
+)
+from contracts.dstack.task import TaskConfiguration
+from contracts.share import (
+    FLEET_ATTRIBUTE,
+    MASTER_DONE,
+    NO_CAPACITY_FAIL,
+    NO_CAPACITY_META,
+    NO_CAPACITY_WAIT,
+    RUN_META,
+    STOP_CRITERIA_META,
+    share_request,
+)
+
+GROUP = "node"
+TASK = "main"
+DEFAULT_PRIORITY = 50
+NEVER_RESCHEDULE = ReschedulePolicy(attempts=0, unlimited=False)
+
+
+def run_job(
+    config: TaskConfiguration, *, fail_without_capacity: bool = False, working_dir: str = ""
+) -> Job:
+    """The job a run is. `working_dir`: where the task file is (commands and Ray's
+    working_dir default to it), unless the file sets `working_dir`."""
+    name = config.name or f"run-{secrets.token_hex(3)}"
+    directory = config.working_dir or working_dir
+    driver = config.effective_driver
+    task_config: dict[str, Any]
+    if driver == "mock":
+        task_config = dict(config.mock or {})
+    elif driver == "ray":
+        task_config = {"entrypoint": config.entrypoint or ""}
+        runtime_env = dict(config.runtime_env or {})
+        if directory:
+            runtime_env.setdefault("working_dir", directory)
+        if runtime_env:
+            task_config["runtime_env"] = runtime_env
+    else:
+        script = "\n".join(config.commands)
+        if directory:
+            script = f"cd {shlex.quote(directory)}\n{script}"
+        task_config = {"command": "/bin/sh", "args": ["-ec", script]}
+    task = Task(TASK, driver, task_config, env=dict(config.env), resources=Resources(0, 0))
+    group = TaskGroup(
+        GROUP,
+        count=config.nodes,
+        tasks=(task,),
+        reschedule_policy=NEVER_RESCHEDULE,
+        share=share_request(config.resources, gang=config.nodes > 1, fleets=config.fleets),
+    )
+    priority = min(100, max(1, config.priority)) if config.priority else DEFAULT_PRIORITY
+    return Job(
+        id=name,
+        name=name,
+        type=JobType.BATCH,
+        priority=priority,
+        all_at_once=True,
+        task_groups=(group,),
+        meta={
+            RUN_META: "task",
+            STOP_CRITERIA_META: config.stop_criteria,
+            NO_CAPACITY_META: NO_CAPACITY_FAIL if fail_without_capacity else NO_CAPACITY_WAIT,
+        },
+    )
+
+
+def run_status(job: Job, allocs: Sequence[Allocation], evals: Sequence[Evaluation]) -> str:
+    """dstack's run status, read from the job and its ranks: submitted (waiting for
+    capacity), running, done, failed or terminated (stopped by the user)."""
+    ranks = [a for a in allocs if a.task_group == GROUP]
+    if any(a.client_status is ClientStatus.FAILED for a in ranks):
+        return "failed"
+    live = [a for a in ranks if not a.client_terminal()]
+    master_done = job.meta.get(STOP_CRITERIA_META) == MASTER_DONE and any(
+        a.index == 0 and a.client_status is ClientStatus.COMPLETE for a in ranks
+    )
+    count = job.task_groups[0].count if job.task_groups else 0
+    completed = sum(1 for a in ranks if a.client_status is ClientStatus.COMPLETE)
+    if master_done or (ranks and completed >= count and not live):
+        return "done"
+    if job.stop:
+        return "terminated"
+    if live and all(a.client_status is ClientStatus.RUNNING for a in live):
+        return "running"
+    if live:
+        return "provisioning"
+    if (
+        not ranks
+        and any(e.failed_tg_allocs and not e.blocked_eval and e.terminal() for e in evals)
+        and job.meta.get(NO_CAPACITY_META) == NO_CAPACITY_FAIL
+    ):
+        return "failed"  # no capacity, and the run asked not to wait
+    return "submitted"
+
+
+def run_to_json(
+    job: Job,
+    allocs: Sequence[Allocation],
+    evals: Sequence[Evaluation],
+    node_of: Callable[[str], Node | None],
+) -> dict[str, Any]:
+    group = job.task_groups[0] if job.task_groups else None
+    latest: dict[int, Allocation] = {}
+    for alloc in sorted(allocs, key=lambda a: a.create_index):
+        if alloc.task_group == GROUP:
+            latest[alloc.index] = alloc  # the newest record of each rank
+    ranks = []
+    for rank, alloc in sorted(latest.items()):
+        node = node_of(alloc.node_id)
+        blocks = next(
+            (len(d.device_ids) for d in alloc.allocated_resources.devices if d.type == "block"),
+            0,
+        )
+        total = _total_blocks(node)
+        ranks.append(
+            {
+                "Rank": rank,
+                "AllocID": alloc.id,
+                "Instance": alloc.node_name,
+                "NodeID": alloc.node_id,
+                "Fleet": node.attributes.get(FLEET_ATTRIBUTE, "") if node else "",
+                "Blocks": f"{blocks}/{total}" if total else "",
+                "GPUs": sum(
+                    len(d.device_ids) for d in alloc.allocated_resources.devices if d.type == "gpu"
+                ),
+                "ClientStatus": alloc.client_status.value,
+                "DesiredStatus": alloc.desired_status.value,
+            }
+        )
+    blocked = [e for e in evals if e.status.value == "blocked"]
+    waiting = blocked[-1].failed_tg_allocs.get(GROUP) if blocked else None
+    return {
+        "Name": job.id,
+        "Status": run_status(job, allocs, evals),
+        "Nodes": group.count if group else 0,
+        "Priority": job.priority,
+        "StopCriteria": job.meta.get(STOP_CRITERIA_META, ""),
+        "SubmitTime": job.submit_time,
+        "Ranks": ranks,
+        "Waiting": dict(waiting.dimension_exhausted) if waiting else {},
+    }
+
+
+def is_run_job(job: Job) -> bool:
+    return RUN_META in job.meta and any(tg.share is not None for tg in job.task_groups)
+
+
+def _total_blocks(node: Node | None) -> int:
+    if node is None:
+        return 0
+    return next((len(d.instances) for d in node.node_resources.devices if d.type == "block"), 0)
