@@ -20,7 +20,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -43,6 +43,7 @@ from actors.worker.service import DELIVERIES_PER_WORKER
 from contracts import Allocation, ClientStatus, Job
 from contracts.jobspec import parse_job_file
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
+from launch.ray_packages import package_job
 from launch.redis_server import EmbeddedRedis
 from observability.safe_export import ExportStats
 
@@ -50,6 +51,7 @@ log = logging.getLogger(__name__)
 
 LEADER_NAME = "drover-leader"
 FLEETS_AGENT = "fleets"  # the agent that hosts every declared simulated fleet
+REAL_AGENT = "node-"  # agent IDs of the real agents: node-<Ray node ID prefix>
 
 
 @dataclass
@@ -159,7 +161,10 @@ class DroverSystem:
         ray.get([a.ready.remote() for a in (self.broker, *self.workers, *self.agents.values())])
         self._redis = connect(self.redis_url, client_name="drover-launch")
         for spec in self._declared_fleets():
-            self.apply_fleet(spec, store=False)
+            try:
+                self.apply_fleet(spec, store=False)
+            except ValueError as exc:  # a ray fleet, and this time no Ray nodes to join
+                log.warning('fleet "%s" not restored: %s', spec.name, exc)
         # Agents register their nodes through the leader's request stream: wait for it, so
         # that the system is ready to schedule on them when start() returns.
         self._wait_for_nodes(
@@ -185,6 +190,7 @@ class DroverSystem:
             self.leader_link.send,
             acl_enabled=config.acl_enabled,
             fleet_manager=self,
+            packager=package_job,
         ).start()
         if config.acl_enabled and config.acl_bootstrap_token:
             with contextlib.suppress(ApiError):  # already bootstrapped (a restart)
@@ -205,12 +211,24 @@ class DroverSystem:
         """Declare (or redeclare) a simulated fleet: its instances are added to the one agent
         that hosts every declared fleet, so a fleet costs its nodes' records, not a process.
         A redeclared fleet's instances it no longer declares are removed."""
+        if spec.backend == "ray":
+            real = self._real_agents()
+            if not real:
+                raise ValueError(
+                    "a ray fleet's instances are the Ray cluster's nodes, and this agent runs "
+                    "none (start it with -ray-address to join a Ray cluster)"
+                )
         if store:
             self._redis.hset(
                 StreamNames(self.config.prefix).fleets, spec.name, orjson.dumps(asdict(spec))
             )
+        if spec.backend == "ray":
+            joined = ray.get([agent.join_fleet.remote(spec) for agent in real])
+            node_ids = [node_id for ids in joined for node_id in ids]
+            spec = replace(spec, count=len(node_ids))
+        else:
+            node_ids = ray.get(self._fleet_agent().host_fleet.remote(spec))
         self.fleet_specs[spec.name] = spec
-        node_ids = ray.get(self._fleet_agent().host_fleet.remote(spec))
         self._wait_for_nodes(set(node_ids))
         return spec.count
 
@@ -221,8 +239,13 @@ class DroverSystem:
         if name not in self.fleet_specs:
             raise KeyError(name)
         self._redis.hdel(StreamNames(self.config.prefix).fleets, name)
-        del self.fleet_specs[name]
+        spec = self.fleet_specs.pop(name)
+        if spec.backend == "ray":
+            return sum(ray.get([a.leave_fleet.remote(name) for a in self._real_agents()]))
         return int(ray.get(self._fleet_agent().release_fleet.remote(name)))
+
+    def _real_agents(self) -> list[Any]:
+        return [a for agent_id, a in self.agents.items() if agent_id.startswith(REAL_AGENT)]
 
     def _fleet_agent(self) -> Any:
         agent = self.agents.get(FLEETS_AGENT)
@@ -300,7 +323,7 @@ class DroverSystem:
                 continue
             node_id = node["NodeID"]
             self._real_node_ids.add(node_id)
-            agent_id = f"node-{node_id[:12]}"
+            agent_id = f"{REAL_AGENT}{node_id[:12]}"
             self.agents[agent_id] = (
                 ray.remote(AgentActor)
                 .options(

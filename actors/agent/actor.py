@@ -17,6 +17,7 @@ from pathlib import Path
 import ray
 
 from actors.agent.core import FleetSpec, builtin_drivers, nodes_from_ray, simulated_nodes
+from actors.agent.core.fingerprint import fleet_member, without_fleet
 from actors.agent.ray_driver import RayDriver
 from actors.agent.service import AgentService
 from actors.runtime.shell import ServiceShell, actor_telemetry
@@ -83,6 +84,24 @@ class AgentActor(ServiceShell):
         self.service.release(gone)
         self.service.host(nodes)
         return sorted(keep)
+
+    def join_fleet(self, spec: FleetSpec) -> list[str]:
+        """A Ray-backed fleet: this agent's real node becomes one of its instances (split into
+        the fleet's blocks) and is registered again. Returns the node IDs."""
+        nodes = [fleet_member(n, spec) for n in self.service.nodes]
+        self.service.host(nodes)
+        return [n.id for n in nodes]
+
+    def leave_fleet(self, name: str) -> int:
+        """The Ray-backed fleet was deleted: the real node stays, outside any fleet."""
+        nodes = [
+            without_fleet(n)
+            for n in self.service.nodes
+            if n.attributes.get(FLEET_ATTRIBUTE) == name
+        ]
+        if nodes:
+            self.service.host(nodes)
+        return len(nodes)
 
     def release_fleet(self, name: str) -> int:
         """Stop hosting a fleet's instances; the leader removes them (see AgentService.release).

@@ -1,10 +1,13 @@
 """The `ray` task driver: runs a Python entrypoint as a Ray task pinned to the agent's node,
 holding the allocation's CPUs and GPUs in Ray's own accounting.
 
-Task config: `entrypoint = "package.module:function"`, optional `args` (list) and `kwargs`
-(map). The function's return value is ignored; an exception fails the task. CPU and GPU
-counts for Ray come from the task's resources: cpu MHz / mhz_per_cpu (at least a sliver, so
-tiny tasks still schedule) and the number of allocated nvidia GPUs.
+Task config: `entrypoint = "package.module:function"`, optional `args` (list), `kwargs`
+(map) and `runtime_env` (Ray's: `working_dir`, `py_modules`, `pip`, `env_vars`, ...), as
+`ray job submit` takes it; local paths in it are uploaded to the cluster by the API before the
+job is registered (launch/ray_packages.py), so the task sees them as URIs. The function's
+return value is ignored; an exception fails the task. CPU and GPU counts for Ray come from
+what the allocation holds (DROVER_CPU_LIMIT MHz / mhz_per_cpu, at least a sliver, so tiny
+tasks still schedule; a run's GPUs per node, else the task's nvidia GPUs).
 
 Ray queues a task until its node has the resources, so a submitted task is pending, not
 running. The task is a generator whose first item is its start marker (the Ray node it runs
@@ -45,10 +48,38 @@ def _run_entrypoint(
 ) -> Iterator[tuple[str, int]]:
     # The start marker before the entrypoint, which may run for days.
     yield ray.get_runtime_context().get_node_id(), os.getpid()
+    # Ray picked the task's GPUs and says which: its CUDA_VISIBLE_DEVICES wins over ours.
+    ray_gpus = os.environ.get("CUDA_VISIBLE_DEVICES")
     os.environ.update(env)
+    if ray_gpus is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = ray_gpus
     module_name, _, function_name = entrypoint.partition(":")
     function = getattr(importlib.import_module(module_name), function_name)
     function(*args, **kwargs)
+
+
+LOCAL_PATH_KEYS = ("working_dir", "py_modules")
+
+
+def runtime_env_local_paths(runtime_env: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(key, path) of every local path in `working_dir` and `py_modules` (not a URI)."""
+    found = []
+    for key in LOCAL_PATH_KEYS:
+        values = runtime_env.get(key)
+        for value in values if isinstance(values, list) else [values] if values else []:
+            if isinstance(value, str) and "://" not in value:
+                found.append((key, value))
+    return found
+
+
+def local_paths(runtime_env: Mapping[str, Any]) -> list[str]:
+    """Problems with paths Ray cannot take per task (it wants URIs there): the API uploads
+    local ones when the job is registered, so one reaching a driver was never uploaded."""
+    return [
+        f"config.runtime_env.{key}: {value!r} is a local path; submit the job through "
+        "drover's API, which uploads it to the Ray cluster, or give a URI"
+        for key, value in runtime_env_local_paths(runtime_env)
+    ]
 
 
 def failure_message(exc: BaseException) -> str:
@@ -90,21 +121,33 @@ class RayDriver:
             problems.append("config.args must be a list")
         if not isinstance(task.config.get("kwargs", {}), dict):
             problems.append("config.kwargs must be a map")
+        runtime_env = task.config.get("runtime_env", {})
+        if not isinstance(runtime_env, dict):
+            problems.append("config.runtime_env must be a map")
+        else:
+            problems += local_paths(runtime_env)
         return problems
 
     def start(self, alloc_id: str, task: Task, env: Mapping[str, str], now: float) -> TaskHandle:
         problems = self.validate(task)
         if problems:
             raise DriverError("; ".join(problems))
-        gpus = sum(d.count for d in task.resources.devices if "gpu" in d.name)
-        cpus = max(task.resources.cpu / self.mhz_per_cpu, 0.01)
-        runs = self._remote.options(
-            scheduling_strategy=NodeAffinitySchedulingStrategy(self.node_id, soft=False),
-            num_cpus=cpus,
-            num_gpus=gpus,
-            max_retries=0,  # a crash fails the allocation (see the module doc)
-            name=f"{alloc_id[:8]}-{task.name}",
-        ).remote(
+        gpus = int(
+            env.get("DROVER_GPUS_PER_NODE")
+            or sum(d.count for d in task.resources.devices if "gpu" in d.name)
+        )
+        mhz = int(env.get("DROVER_CPU_LIMIT") or task.resources.cpu)
+        cpus = max(mhz / self.mhz_per_cpu, 0.01)
+        options: dict[str, Any] = {
+            "scheduling_strategy": NodeAffinitySchedulingStrategy(self.node_id, soft=False),
+            "num_cpus": cpus,
+            "num_gpus": gpus,
+            "max_retries": 0,  # a crash fails the allocation (see the module doc)
+            "name": f"{alloc_id[:8]}-{task.name}",
+        }
+        if task.config.get("runtime_env"):
+            options["runtime_env"] = dict(task.config["runtime_env"])
+        runs = self._remote.options(**options).remote(
             task.config["entrypoint"],
             list(task.config.get("args", [])),
             dict(task.config.get("kwargs", {})),

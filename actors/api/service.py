@@ -26,6 +26,7 @@ from actors.runtime.replica import LogReplica
 from actors.state import StateReader
 from actors.streams.leader_link import LeaderUnanswered
 from actors.streams.names import StreamNames
+from contracts import Job
 from contracts.messages import LeaderRequest, LeaderResponse
 
 WRITE_VISIBLE_TIMEOUT_S = 30.0
@@ -48,6 +49,7 @@ class ApiService:
         *,
         acl_enabled: bool = False,
         fleet_manager: FleetManager | None = None,
+        packager: Callable[[Job], Job] | None = None,
     ) -> None:
         self.client = client
         self.names = names
@@ -55,6 +57,7 @@ class ApiService:
         self.acl_enabled = acl_enabled
         self._advertised = ""
         self.fleet_manager = fleet_manager
+        self.packager = packager
         self.replica = LogReplica(client, names)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -133,6 +136,9 @@ class ApiService:
 
     def fleets(self) -> Sequence[FleetSpec]:
         return self.fleet_manager.fleets() if self.fleet_manager is not None else ()
+
+    def package_job(self, job: Job) -> Job:
+        return self.packager(job) if self.packager is not None else job
 
     def delete_fleet(self, name: str) -> int:
         if self.fleet_manager is None:

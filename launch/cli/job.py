@@ -4,7 +4,9 @@ validate — following `nomad job ...`, against the HTTP API."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -29,9 +31,25 @@ def _parse(path: str) -> tuple[Job, list[str]]:
 
 
 def _load(path: str) -> tuple[dict[str, Any], list[str]]:
-    """The job file as Nomad API JSON."""
+    """The job file as Nomad API JSON; its `ray` tasks' code is the file's directory unless
+    they say otherwise (`runtime_env.working_dir`, as `ray job submit` takes it)."""
     job, warnings = _parse(path)
-    return job_to_nomad(job), warnings
+    return job_to_nomad(with_working_dir(job, Path(path).resolve().parent)), warnings
+
+
+def with_working_dir(job: Job, directory: Path) -> Job:
+    """`working_dir` set on every `ray` task that has none (the API uploads it to Ray)."""
+    groups = []
+    for group in job.task_groups:
+        tasks = []
+        for task in group.tasks:
+            runtime_env = task.config.get("runtime_env")
+            if task.driver == "ray" and (runtime_env is None or isinstance(runtime_env, dict)):
+                runtime_env = {"working_dir": str(directory), **(runtime_env or {})}
+                task = dataclasses.replace(task, config={**task.config, "runtime_env": runtime_env})
+            tasks.append(task)
+        groups.append(dataclasses.replace(group, tasks=tuple(tasks)))
+    return dataclasses.replace(job, task_groups=tuple(groups))
 
 
 def _follow(args: argparse.Namespace, client: ApiClient, reply: dict[str, Any]) -> int:

@@ -37,6 +37,10 @@ def task_env(
         "DROVER_CPU_LIMIT": str(task.resources.cpu),
         "DROVER_MEMORY_LIMIT": str(task.resources.memory_mb),
     }
+    if group.share is not None:
+        # A run's rank holds a share of its instance, whatever its task asked (share.py).
+        held = alloc.allocated_resources
+        env["DROVER_CPU_LIMIT"], env["DROVER_MEMORY_LIMIT"] = str(held.cpu), str(held.memory_mb)
     # Meta is inherited job -> group -> task, the innermost winning (NOMAD_META_<key>).
     for key, value in {**job.meta, **group.meta, **task.meta}.items():
         env[f"DROVER_META_{_NOT_ENV.sub('_', key)}"] = value

@@ -78,9 +78,6 @@ def node_id_for(name: str) -> str:
 
 def simulated_nodes(spec: FleetSpec) -> list[Node]:
     cores = max(1, spec.cpu_mhz // 1000)
-    blocks: Blocks = "auto" if spec.blocks == "auto" else int(spec.blocks)
-    unsplittable = blocks_problem(cores, spec.gpus, blocks)
-    total_blocks = resolve_blocks(cores, spec.gpus, blocks) or 0
     nodes = []
     for i in range(spec.count):
         name = f"{spec.name}-{i:04d}"
@@ -93,9 +90,6 @@ def simulated_nodes(spec: FleetSpec) -> list[Node]:
             attrs = {"memory": spec.gpu_memory} if spec.gpu_memory else {}
             model = spec.gpu_model or "unknown"
             devices = (NodeDeviceResource(spec.gpu_vendor, "gpu", model, instances, attrs),)
-        if total_blocks:
-            block_ids = tuple(DeviceInstance(f"{name}/block{k}") for k in range(total_blocks))
-            devices += (NodeDeviceResource(BLOCK_VENDOR, BLOCK_TYPE, spec.name, block_ids),)
         attributes = {
             "kernel.name": "linux",
             "os.name": "linux",
@@ -106,10 +100,7 @@ def simulated_nodes(spec: FleetSpec) -> list[Node]:
             "memory.totalbytes": str(spec.memory_mb * _MB),
             "unique.hostname": name,
             "unique.network.ip-address": spec.address,
-            FLEET_ATTRIBUTE: spec.name,
-            PLACEMENT_ATTRIBUTE: spec.placement,
             **_driver_attributes(spec.drivers),
-            **spec.attributes,
         }
         node = Node(
             id=node_id_for(name),
@@ -122,14 +113,58 @@ def simulated_nodes(spec: FleetSpec) -> list[Node]:
             drivers={d: DriverInfo() for d in spec.drivers},
             node_resources=NodeResources(spec.cpu_mhz, spec.memory_mb, spec.disk_mb, devices),
         )
-        if unsplittable is not None:
-            node = replace(
-                node,
-                scheduling_eligibility=NodeEligibility.INELIGIBLE,
-                status_description=unsplittable,
-            )
-        nodes.append(node.with_computed_class())
+        nodes.append(fleet_member(node, spec))
     return nodes
+
+
+def fleet_member(node: Node, spec: FleetSpec) -> Node:
+    """`node` as an instance of the fleet: its name and placement as attributes, the fleet's
+    own attributes and meta, and its blocks as the devices `drover/block/<fleet>` (dstack's
+    divisibility rule on the node's cores and GPUs); one that cannot be split is ineligible,
+    saying why. A node that was in a fleet before leaves that one's blocks behind."""
+    resources = node.node_resources
+    cores = int(node.attributes.get("cpu.numcores") or 0) or max(1, resources.cpu // 1000)
+    gpus = sum(len(d.instances) for d in resources.devices if d.type == "gpu")
+    blocks: Blocks = "auto" if spec.blocks == "auto" else int(spec.blocks)
+    unsplittable = blocks_problem(cores, gpus, blocks)
+    devices = tuple(d for d in resources.devices if d.type != BLOCK_TYPE)
+    total = resolve_blocks(cores, gpus, blocks) or 0
+    if total:
+        ids = tuple(DeviceInstance(f"{node.name}/block{k}") for k in range(total))
+        devices += (NodeDeviceResource(BLOCK_VENDOR, BLOCK_TYPE, spec.name, ids),)
+    member = replace(
+        node,
+        attributes={
+            **node.attributes,
+            FLEET_ATTRIBUTE: spec.name,
+            PLACEMENT_ATTRIBUTE: spec.placement,
+            **spec.attributes,
+        },
+        meta={**node.meta, **spec.meta},
+        node_resources=replace(resources, devices=devices),
+    )
+    if unsplittable is not None:
+        member = replace(
+            member,
+            scheduling_eligibility=NodeEligibility.INELIGIBLE,
+            status_description=unsplittable,
+        )
+    return member.with_computed_class()
+
+
+def without_fleet(node: Node) -> Node:
+    """`node` after its fleet was deleted: no fleet attributes, no blocks, eligible."""
+    attributes = {
+        k: v for k, v in node.attributes.items() if k not in (FLEET_ATTRIBUTE, PLACEMENT_ATTRIBUTE)
+    }
+    devices = tuple(d for d in node.node_resources.devices if d.type != BLOCK_TYPE)
+    return replace(
+        node,
+        attributes=attributes,
+        node_resources=replace(node.node_resources, devices=devices),
+        scheduling_eligibility=NodeEligibility.ELIGIBLE,
+        status_description="",
+    ).with_computed_class()
 
 
 def nodes_from_ray(

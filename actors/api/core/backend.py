@@ -8,6 +8,7 @@ from typing import Protocol
 
 from actors.agent.core import FleetSpec
 from actors.state import StateReader
+from contracts import Job
 from contracts.messages import LeaderRequest, LeaderResponse
 
 
@@ -54,6 +55,11 @@ class Backend(Protocol):
         ...
 
     def fleets(self) -> Sequence[FleetSpec]: ...
+
+    def package_job(self, job: Job) -> Job:
+        """The job with its `ray` tasks' local code uploaded to the cluster (paths become
+        URIs: launch/ray_packages.py); as is where no Ray is attached."""
+        ...
 
     def delete_fleet(self, name: str) -> int:
         """Remove a declared fleet; returns how many instances it had. KeyError: unknown."""

@@ -101,7 +101,10 @@ def apply_fleet(call: Call) -> ApiResponse:
         spec = parse_fleet(raw)
     except ValidationError as exc:
         raise bad_request("; ".join(exc.problems)) from None
-    registered = call.backend.apply_fleet(spec)
+    try:
+        registered = call.backend.apply_fleet(spec)
+    except ValueError as exc:  # e.g. a ray fleet where no Ray node is joined
+        raise bad_request(f"Fleet: {exc}") from None
     return ApiResponse(200, {"Name": spec.name, "Nodes": registered})
 
 
@@ -158,6 +161,7 @@ def submit_run(call: Call) -> ApiResponse:
     existing = call.backend.snapshot().job(job.namespace, job.id)
     if existing is not None and not is_run_job(existing):
         raise ApiError(409, f'"{job.id}" is a job that is not a run: choose another run name')
+    job = call.backend.package_job(job)
     response = call.write(RequestKind.REGISTER_JOB, job=job, namespace=job.namespace)
     return ApiResponse(
         200, {"Name": job.id, "EvalID": response.eval_id, "JobModifyIndex": response.index}

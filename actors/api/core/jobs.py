@@ -95,6 +95,7 @@ def register_job(call: Call) -> ApiResponse:
     preserve = body.get("PreserveCounts", False)
     if not isinstance(preserve, bool):
         raise bad_request(f"PreserveCounts: expected a boolean, got {preserve!r}")
+    job = call.backend.package_job(job)
     response = call.write(
         RequestKind.REGISTER_JOB,
         job=job,
@@ -207,6 +208,9 @@ def evaluate_job(call: Call) -> ApiResponse:
 def plan(call: Call) -> ApiResponse:
     body = call.json()
     job, warnings = _parse_job(body, call)
+    # As `run` would register it: local code as its URI (content-addressed), so the plan
+    # shows no update where the code did not change.
+    job = call.backend.package_job(job)
     preserve = bool(body.get("PreserveCounts", False))
     state = call.backend.snapshot()
     try:

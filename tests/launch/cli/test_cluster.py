@@ -116,7 +116,7 @@ def test_fleet_files_are_checked_before_sending_and_a_refusal_names_the_file(
     for path, message in (
         (tmp_path / "missing.yaml", f"{tmp_path / 'missing.yaml'}: No such file or directory"),
         (broken, f"{broken}: invalid YAML: "),
-        (listed, f"{listed}: expected a fleet mapping (type: fleet, name: ..., nodes: N)"),
+        (listed, f"{listed}: expected a mapping with `type: fleet` or `type: task`"),
     ):
         code, _, err = cli("-address", canned.address, "fleet", "apply", str(path))
         assert code == 1 and err.startswith(f"drover: {message}") and err.count("\n") == 1
@@ -164,10 +164,13 @@ def test_drain_bodies_and_the_tables_of_canned_answers(cli: Cli, canned: Any) ->
     fleet = {
         **{"Name": "gpu", "Nodes": 4, "Ready": 3, "Down": 1, "CPU": 32000, "MemoryMB": 131072},
         **{"GPUs": 16, "GPUModel": "A100", "Datacenter": "dc2", "NodeClass": "", "Allocs": 7},
+        **{"Placement": "cluster", "Blocks": 4, "Busy": "5/16 busy"},
     }
     canned.answer("GET", "/v1/fleets", [fleet])
     code, out, _ = cli("-address", canned.address, "fleet", "status")
     assert out.splitlines() == [
-        "Name  Nodes  Ready  Down  CPU        Memory      GPUs     DC   Class   Allocs",
-        "gpu   4      3      1     32000 MHz  131072 MiB  16 A100  dc2  <none>  7",
+        "Name  Instances  Ready  Placement  Blocks  Busy       CPU        Memory      GPUs     DC"
+        "   Allocs",
+        "gpu   4          3      cluster    4       5/16 busy  32000 MHz  131072 MiB  16 A100  dc2"
+        "  7",
     ]

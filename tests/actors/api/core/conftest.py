@@ -18,7 +18,7 @@ from actors.leader.core.inprocess_planner import InProcessPlanner
 from actors.leader.core.leader import LeaderCore
 from actors.state import StateReader, StateStore
 from actors.worker.core.scheduler import new_scheduler
-from contracts import EvalStatus
+from contracts import EvalStatus, Job
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
 
 
@@ -79,6 +79,15 @@ class MemoryBackend:
 
     def fleets(self) -> Sequence[FleetSpec]:
         return list(self.declared.values())
+
+    def delete_fleet(self, name: str) -> int:
+        spec = self.declared.pop(name)
+        node_ids = tuple(n.id for n in simulated_nodes(spec))
+        self.write(LeaderRequest(RequestKind.DELETE_NODES, node_ids=node_ids))
+        return len(node_ids)
+
+    def package_job(self, job: Job) -> Job:
+        return job  # no Ray here: nothing to upload
 
     def schedule_pending(self) -> None:
         """Run every pending eval through the real scheduler (what the workers do)."""
