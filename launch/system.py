@@ -50,7 +50,7 @@ from observability.safe_export import ExportStats
 log = logging.getLogger(__name__)
 
 LEADER_NAME = "drover-leader"
-FLEETS_AGENT = "fleets"  # the agent that hosts every declared simulated fleet
+FLEETS_AGENT = "sim"  # the one agent hosting every simulated fleet, configured or declared
 REAL_AGENT = "node-"  # agent IDs of the real agents: node-<Ray node ID prefix>
 
 
@@ -155,7 +155,7 @@ class DroverSystem:
             for i in range(workers)
         ]
         if config.fleets:
-            self.add_simulated_agent("sim", config.fleets)
+            self.add_simulated_agent(FLEETS_AGENT, config.fleets)
         if config.real_agents:
             self.add_real_agents()
         ray.get([a.ready.remote() for a in (self.broker, *self.workers, *self.agents.values())])

@@ -238,7 +238,7 @@ def test_fleets_are_data_and_can_be_deleted(drover, system: DroverSystem, tmp_pa
         path = tmp_path / f"f{i}.yaml"
         path.write_text(f"type: fleet\nname: many-{i}\nnodes: 2\nresources: {{cpu: 2}}\n")
         assert drover("fleet", "apply", str(path))[0] == 0
-    assert set(system.agents) - agents_before <= {"fleets"}
+    assert set(system.agents) - agents_before <= {"sim"}
     names = {f["Name"] for f in json_of(drover, "fleet", "status")}
     assert {f"many-{i}" for i in range(5)} <= names
     code, out, _ = drover("fleet", "delete", "many-0")
