@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import ray
@@ -18,30 +19,18 @@ from actors.agent.ray_driver import RayDriver
 from contracts import Constraint, DeviceRequest, Job, Node, Resources, Task, TaskGroup
 from launch.system import DroverClient, DroverSystem, SystemConfig
 
-ROOT = str(Path(__file__).resolve().parents[2])
 RECORD_NODE = "tests.actors.agent.ray_tasks:record_node"
 DEADLINE_S = 60.0
 JOBS = ("train", "web", "queued", "witness")
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    if ray.is_initialized():  # left by another module: this one joins its own cluster
-        ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
-    cluster.add_node(num_cpus=1)
-    cluster.add_node(num_cpus=1, num_gpus=1)
-    cluster.wait_for_nodes()
-    # The tasks' entrypoints live in the tests: Ray workers find them from the project root.
-    ray.init(
-        address=cluster.address,
-        namespace="drover-multinode",
-        log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": ROOT}},
-    )
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
+def cluster(cluster_of: Any) -> Iterator[Cluster]:
+    head = {"num_cpus": 2}
+    with cluster_of(
+        "drover-multinode", head, [{"num_cpus": 1}, {"num_cpus": 1, "num_gpus": 1}]
+    ) as c:
+        yield c
 
 
 @pytest.fixture(scope="module")

@@ -12,13 +12,10 @@ ranks as Ray tasks pinned to their nodes, and the user's code shipped with Ray's
 from __future__ import annotations
 
 import json
-import socket
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 import ray
 from ray.cluster_utils import Cluster
@@ -26,9 +23,7 @@ from ray.cluster_utils import Cluster
 from launch.cli import main as cli
 from launch.system import DroverSystem, SystemConfig
 
-ROOT = str(Path(__file__).resolve().parents[2])
 GB = 1024**3
-DEADLINE_S = 90.0
 
 RANKS = """\
 import json, os, pathlib, socket, time
@@ -70,22 +65,11 @@ def main():
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    if ray.is_initialized():  # left by another module: this one joins its own cluster
-        ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "memory": 2 * GB})
-    cluster.add_node(num_cpus=2, memory=2 * GB)
-    cluster.add_node(num_cpus=2, memory=2 * GB, num_gpus=2)
-    cluster.wait_for_nodes()
-    ray.init(
-        address=cluster.address,
-        namespace="drover-ray-runs",
-        log_to_driver=False,
-        runtime_env={"env_vars": {"PYTHONPATH": ROOT}},
-    )
-    yield cluster
-    ray.shutdown()
-    cluster.shutdown()
+def cluster(cluster_of: Any) -> Iterator[Cluster]:
+    head = {"num_cpus": 2, "memory": 2 * GB}
+    workers = [{"num_cpus": 2, "memory": 2 * GB}, {"num_cpus": 2, "memory": 2 * GB, "num_gpus": 2}]
+    with cluster_of("drover-ray-runs", head, workers) as c:
+        yield c
 
 
 @pytest.fixture(scope="module")
@@ -102,42 +86,6 @@ def system(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         yield running
 
 
-@pytest.fixture
-def drover(
-    system: DroverSystem, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> Callable[..., tuple[int, str, str]]:
-    monkeypatch.setenv("DROVER_ADDR", system.http_address)
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        code = cli(list(argv))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
-def json_of(drover: Callable[..., tuple[int, str, str]], *argv: str) -> Any:
-    code, out, err = drover(*argv, "-json")
-    assert code == 0, err
-    return orjson.loads(out)
-
-
-def wait_for(check: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def ray_fleet(system: DroverSystem, tmp_path_factory: pytest.TempPathFactory) -> str:
     path = tmp_path_factory.mktemp("fleet") / "fleet.yaml"
@@ -148,15 +96,15 @@ def ray_fleet(system: DroverSystem, tmp_path_factory: pytest.TempPathFactory) ->
     return "ray-cluster"
 
 
-def test_a_ray_fleet_is_the_clusters_nodes_split_into_blocks(drover, ray_fleet: str) -> None:
-    fleet = json_of(drover, "fleet", "status", ray_fleet)
+def test_a_ray_fleet_is_the_clusters_nodes_split_into_blocks(drover, e2e, ray_fleet: str) -> None:
+    fleet = e2e.json_of(drover, "fleet", "status", ray_fleet)
     assert fleet["Backend"] == "ray" and fleet["Ready"] == 3
     assert sorted(i["Busy"] for i in fleet["Instances"]) == ["0/2 busy"] * 3
     ray_nodes = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
     assert {i["NodeID"] for i in fleet["Instances"]} == ray_nodes
 
 
-def test_issue_2650_on_a_ray_cluster(drover, ray_fleet: str, tmp_path: Path) -> None:
+def test_issue_2650_on_a_ray_cluster(drover, e2e, ray_fleet: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()
     (tmp_path / "ranks.py").write_text(RANKS)  # only here: shipped with runtime_env
@@ -165,18 +113,20 @@ def test_issue_2650_on_a_ray_cluster(drover, ray_fleet: str, tmp_path: Path) -> 
         "type: task\nname: iperf-ray\nnodes: 2\n"
         "resources: {cpu: 1.., memory: 1GB.., gpu: 0}\n"
         "entrypoint: ranks:main\n"
-        f"env: {{OUT: {out}, ECHO_PORT: '{free_port()}'}}\n"
+        f"env: {{OUT: {out}, ECHO_PORT: '{e2e.free_port()}'}}\n"
     )
     code, _, err = drover("apply", "-f", str(task))
     assert code == 0, err
-    wait_for(lambda: (out / "echo").exists(), "rank 1's echo from rank 0")
+    e2e.wait_for(lambda: (out / "echo").exists(), "rank 1's echo from rank 0")
     assert (out / "echo").read_bytes() == b"rank 1 over TCP"
-    run = wait_for(
-        lambda: (r := json_of(drover, "run", "status", "iperf-ray"))["Status"] == "running" and r,
+    run = e2e.wait_for(
+        lambda: (
+            (r := e2e.json_of(drover, "run", "status", "iperf-ray"))["Status"] == "running" and r
+        ),
         "both ranks reported running",
     )
     assert {r["Blocks"] for r in run["Ranks"]} == {"2/2"}
-    fleet = json_of(drover, "fleet", "status", ray_fleet)
+    fleet = e2e.json_of(drover, "fleet", "status", ray_fleet)
     busy = {i["NodeID"]: i["Busy"] for i in fleet["Instances"]}
     placed = {r["NodeID"] for r in run["Ranks"]}
     assert all(busy[node] == "2/2 busy" for node in placed) and len(placed) == 2
@@ -189,32 +139,36 @@ def test_issue_2650_on_a_ray_cluster(drover, ray_fleet: str, tmp_path: Path) -> 
         assert env["DSTACK_NODES_NUM"] == "2" and env["DSTACK_GPUS_NUM"] == "0"
     assert ranks[0]["DSTACK_MASTER_NODE_IP"] == ranks[1]["DSTACK_MASTER_NODE_IP"]
     (out / "go").touch()
-    wait_for(lambda: json_of(drover, "run", "status", "iperf-ray")["Status"] == "done", "done")
+    e2e.wait_for(
+        lambda: e2e.json_of(drover, "run", "status", "iperf-ray")["Status"] == "done", "done"
+    )
 
 
-def test_a_gpu_rank_gets_its_share_of_the_logical_gpus(drover, ray_fleet: str, tmp_path: Path):
+def test_a_gpu_rank_gets_its_share_of_the_logical_gpus(drover, e2e, ray_fleet: str, tmp_path: Path):
     out = tmp_path / "out"
     out.mkdir()
     (tmp_path / "ranks.py").write_text(RANKS)
     task = tmp_path / "task.yaml"
     task.write_text(
         "type: task\nname: one-gpu\nresources: {cpu: 1, memory: 1GB.., gpu: 1}\n"
-        f"entrypoint: ranks:main\nenv: {{OUT: {out}, ECHO_PORT: '{free_port()}'}}\n"
+        f"entrypoint: ranks:main\nenv: {{OUT: {out}, ECHO_PORT: '{e2e.free_port()}'}}\n"
     )
     assert drover("apply", "-f", str(task))[0] == 0
-    env = wait_for(
+    env = e2e.wait_for(
         lambda: (out / "rank-0.json").exists() and json.loads((out / "rank-0.json").read_text()),
         "the GPU rank",
     )
     assert env["DSTACK_GPUS_PER_NODE"] == "1"
     assert len(env["CUDA_VISIBLE_DEVICES"].split(",")) == 1  # Ray's pick of the 2 GPUs
-    run = json_of(drover, "run", "status", "one-gpu")
+    run = e2e.json_of(drover, "run", "status", "one-gpu")
     assert [r["Blocks"] for r in run["Ranks"]] == ["1/2"] and run["Ranks"][0]["GPUs"] == 1
     (out / "go").touch()
-    wait_for(lambda: json_of(drover, "run", "status", "one-gpu")["Status"] == "done", "done")
+    e2e.wait_for(
+        lambda: e2e.json_of(drover, "run", "status", "one-gpu")["Status"] == "done", "done"
+    )
 
 
-def test_a_nomad_job_ships_its_directory_to_every_node(drover, tmp_path: Path) -> None:
+def test_a_nomad_job_ships_its_directory_to_every_node(drover, e2e, tmp_path: Path) -> None:
     """`drover job run` of a `ray` task whose module exists only next to the job file: the
     CLI makes that directory the working_dir, the API uploads it; every node imports it."""
     out = tmp_path / "out"
@@ -230,5 +184,5 @@ def test_a_nomad_job_ships_its_directory_to_every_node(drover, tmp_path: Path) -
     )
     code, _, err = drover("job", "run", "-detach", str(job))
     assert code == 0, err
-    wait_for(lambda: len(list(out.iterdir())) == 3, "three allocations on three nodes")
+    e2e.wait_for(lambda: len(list(out.iterdir())) == 3, "three allocations on three nodes")
     assert {p.read_text() for p in out.iterdir()} == {"hello"}

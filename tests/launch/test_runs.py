@@ -9,19 +9,12 @@ processes (raw_exec) that see dstack's variables, and rank 1 reaches rank 0 over
 
 from __future__ import annotations
 
-import socket
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import orjson
 import pytest
 
-from launch.cli import main as cli
 from launch.system import DroverSystem, SystemConfig
-
-DEADLINE_S = 60.0
 
 FLEET_2650 = """\
 type: fleet
@@ -82,12 +75,6 @@ else:
 """
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DroverSystem]:
     config = SystemConfig(
@@ -101,58 +88,30 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DroverSystem]:
         yield running
 
 
-@pytest.fixture
-def drover(
-    system: DroverSystem, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> Callable[..., tuple[int, str, str]]:
-    monkeypatch.setenv("DROVER_ADDR", system.http_address)
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        code = cli(list(argv))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return run
-
-
-def wait_for(check: Callable[[], Any], what: str) -> Any:
-    deadline = time.monotonic() + DEADLINE_S
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def json_of(drover: Callable[..., tuple[int, str, str]], *argv: str) -> Any:
-    code, out, err = drover(*argv, "-json")
-    assert code == 0, err
-    return orjson.loads(out)
-
-
-def test_issue_2650_multi_node_run_on_block_split_instances(drover, tmp_path: Path) -> None:
+def test_issue_2650_multi_node_run_on_block_split_instances(drover, e2e, tmp_path: Path) -> None:
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text(FLEET_2650)
     code, out, err = drover("apply", "-f", str(fleet))
     assert code == 0 and 'Fleet "iperf-fleet" applied: 2 instances' in out, err
-    status = json_of(drover, "fleet", "status", "iperf-fleet")
+    status = e2e.json_of(drover, "fleet", "status", "iperf-fleet")
     assert [i["Busy"] for i in status["Instances"]] == ["0/2 busy", "0/2 busy"]
 
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     (tmp_path / "echo.py").write_text(ECHO)
     task = tmp_path / "task.yaml"
-    task.write_text(TASK_2650.format(port=free_port(), out=out_dir, script=tmp_path / "echo.py"))
+    task.write_text(
+        TASK_2650.format(port=e2e.free_port(), out=out_dir, script=tmp_path / "echo.py")
+    )
     code, out, err = drover("apply", "-f", str(task))
     assert code == 0 and 'Run "iperf" submitted' in out, err
 
-    wait_for(lambda: (out_dir / "echo").exists(), "rank 1's echo from rank 0")
+    e2e.wait_for(lambda: (out_dir / "echo").exists(), "rank 1's echo from rank 0")
     assert (out_dir / "echo").read_bytes() == b"hello from rank 1"
-    status = json_of(drover, "fleet", "status", "iperf-fleet")
+    status = e2e.json_of(drover, "fleet", "status", "iperf-fleet")
     assert [i["Busy"] for i in status["Instances"]] == ["2/2 busy", "2/2 busy"]
     assert status["Busy"] == "4/4 busy"
-    run = json_of(drover, "run", "status", "iperf")
+    run = e2e.json_of(drover, "run", "status", "iperf")
     assert sorted(r["Instance"] for r in run["Ranks"]) == ["iperf-fleet-0000", "iperf-fleet-0001"]
     assert all(r["Blocks"] == "2/2" for r in run["Ranks"])
 
@@ -168,14 +127,14 @@ def test_issue_2650_multi_node_run_on_block_split_instances(drover, tmp_path: Pa
     assert (out_dir / "hostfile-1").read_text() == "127.0.0.1\n127.0.0.1\n"
 
     (out_dir / "go").touch()
-    wait_for(lambda: json_of(drover, "run", "status", "iperf")["Status"] == "done", "done")
+    e2e.wait_for(lambda: e2e.json_of(drover, "run", "status", "iperf")["Status"] == "done", "done")
     code, out, _ = drover("ps")
     assert code == 0 and "iperf" in out and "done" in out
-    status = json_of(drover, "fleet", "status", "iperf-fleet")
+    status = e2e.json_of(drover, "fleet", "status", "iperf-fleet")
     assert status["Busy"] == "0/4 busy"
 
 
-def test_a_gang_waits_for_a_busy_block_and_then_runs(drover, tmp_path: Path) -> None:
+def test_a_gang_waits_for_a_busy_block_and_then_runs(drover, e2e, tmp_path: Path) -> None:
     """The negative variant of #2650: one instance has a busy block, so the 2-node run
     waits (nothing committed) and starts as soon as the block is free."""
     fleet = tmp_path / "fleet.yaml"
@@ -187,25 +146,30 @@ def test_a_gang_waits_for_a_busy_block_and_then_runs(drover, tmp_path: Path) -> 
         "resources: {cpu: 1, memory: 1GB.., disk: 1GB..}\nmock: {run_for: 3s}\n"
     )
     assert drover("apply", "-f", str(small))[0] == 0
-    wait_for(lambda: json_of(drover, "run", "status", "small")["Status"] == "running", "small")
+    e2e.wait_for(
+        lambda: e2e.json_of(drover, "run", "status", "small")["Status"] == "running", "small"
+    )
     gang = tmp_path / "gang.yaml"
     gang.write_text(
         "type: task\nname: gang\nnodes: 2\nfleets: [waiting-fleet]\n"
         "resources: {cpu: 1.., memory: 1GB.., disk: 1GB..}\nmock: {run_for: 1s}\n"
     )
     assert drover("apply", "-f", str(gang))[0] == 0
-    waiting = wait_for(
-        lambda: (r := json_of(drover, "run", "status", "gang"))["Waiting"] and r, "a blocked gang"
+    waiting = e2e.wait_for(
+        lambda: (r := e2e.json_of(drover, "run", "status", "gang"))["Waiting"] and r,
+        "a blocked gang",
     )
     assert waiting["Status"] == "submitted" and waiting["Ranks"] == []
     code, out, _ = drover("run", "status", "gang")
     assert code == 0 and "Waiting for capacity" in out
-    wait_for(lambda: json_of(drover, "run", "status", "gang")["Status"] == "done", "the gang")
-    ranks = json_of(drover, "run", "status", "gang")["Ranks"]
+    e2e.wait_for(
+        lambda: e2e.json_of(drover, "run", "status", "gang")["Status"] == "done", "the gang"
+    )
+    ranks = e2e.json_of(drover, "run", "status", "gang")["Ranks"]
     assert sorted(r["Blocks"] for r in ranks) == ["2/2", "2/2"]
 
 
-def test_a_failed_rank_fails_the_run_and_stops_the_others(drover, tmp_path: Path) -> None:
+def test_a_failed_rank_fails_the_run_and_stops_the_others(drover, e2e, tmp_path: Path) -> None:
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text(FLEET_2650.replace("iperf-fleet", "fail-fleet"))
     assert drover("apply", "-f", str(fleet))[0] == 0
@@ -216,22 +180,24 @@ def test_a_failed_rank_fails_the_run_and_stops_the_others(drover, tmp_path: Path
         "commands: ['if [ \"$DSTACK_NODE_RANK\" = 1 ]; then exit 3; fi; sleep 60']\n"
     )
     assert drover("apply", "-f", str(task))[0] == 0
-    run = wait_for(
-        lambda: (r := json_of(drover, "run", "status", "failing"))["Status"] == "failed" and r,
+    run = e2e.wait_for(
+        lambda: (r := e2e.json_of(drover, "run", "status", "failing"))["Status"] == "failed" and r,
         "the run to fail",
     )
     # Rank 0 (sleeping 60 s) is stopped with the run, not left running.
-    wait_for(
+    e2e.wait_for(
         lambda: all(
             r["ClientStatus"] != "running"
-            for r in json_of(drover, "run", "status", "failing")["Ranks"]
+            for r in e2e.json_of(drover, "run", "status", "failing")["Ranks"]
         ),
         "rank 0 to stop",
     )
     assert {r["Rank"] for r in run["Ranks"]} == {0, 1}
 
 
-def test_fleets_are_data_and_can_be_deleted(drover, system: DroverSystem, tmp_path: Path) -> None:
+def test_fleets_are_data_and_can_be_deleted(
+    drover, e2e, system: DroverSystem, tmp_path: Path
+) -> None:
     """Many declared fleets share one hosting agent; a deleted fleet's instances leave."""
     agents_before = set(system.agents)
     for i in range(5):
@@ -239,13 +205,15 @@ def test_fleets_are_data_and_can_be_deleted(drover, system: DroverSystem, tmp_pa
         path.write_text(f"type: fleet\nname: many-{i}\nnodes: 2\nresources: {{cpu: 2}}\n")
         assert drover("fleet", "apply", str(path))[0] == 0
     assert set(system.agents) - agents_before <= {"sim"}
-    names = {f["Name"] for f in json_of(drover, "fleet", "status")}
+    names = {f["Name"] for f in e2e.json_of(drover, "fleet", "status")}
     assert {f"many-{i}" for i in range(5)} <= names
     code, out, _ = drover("fleet", "delete", "many-0")
     assert code == 0 and "2 instances removed" in out
-    assert "many-0" not in {f["Name"] for f in json_of(drover, "fleet", "status")}
-    wait_for(
-        lambda: not any(n["Name"].startswith("many-0-") for n in json_of(drover, "node", "status")),
+    assert "many-0" not in {f["Name"] for f in e2e.json_of(drover, "fleet", "status")}
+    e2e.wait_for(
+        lambda: (
+            not any(n["Name"].startswith("many-0-") for n in e2e.json_of(drover, "node", "status"))
+        ),
         "the deleted fleet's instances to leave",
     )
     code, _, err = drover("fleet", "delete", "many-0")
