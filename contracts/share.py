@@ -32,6 +32,10 @@ NO_CAPACITY_META = "drover.run.no_capacity"  # wait (a blocked evaluation) | fai
 MASTER_DONE = "master-done"
 NO_CAPACITY_WAIT = "wait"
 NO_CAPACITY_FAIL = "fail"
+# Bounds on what one fleet file can ask drover to build and every replica to hold.
+MAX_BLOCKS_PER_INSTANCE = 256
+MAX_INSTANCES_PER_FLEET = 10_000
+MAX_GPUS_PER_INSTANCE = 1024
 FLEET_ATTRIBUTE = "drover.fleet"
 PLACEMENT_ATTRIBUTE = "drover.fleet.placement"  # "any" or "cluster" (gangs need cluster)
 

@@ -11,6 +11,7 @@ content is uploaded once (Ray names packages by their hash).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -24,6 +25,9 @@ from contracts import Job, Task
 from contracts.errors import ValidationError
 
 log = logging.getLogger(__name__)
+
+MAX_FILES = 10_000
+MAX_BYTES = 100 << 20  # Ray's own limit for a package is larger; this keeps uploads quick
 
 
 def package_job(job: Job) -> Job:
@@ -54,7 +58,29 @@ def _package_task(task: Task, where: str) -> Task:
                 f"{where}: runtime_env.{key}: {path!r} does not exist on the machine "
                 "serving drover's API (local code is uploaded from there)"
             )
+        _check_size(f"{where}: runtime_env.{key}: {path!r}", path)
     env: dict[str, Any] = dict(runtime_env)
-    env = upload_working_dir_if_needed(env, include_gitignore=True, logger=log)
-    env = upload_py_modules_if_needed(env, include_gitignore=True, logger=log)
+    try:
+        env = upload_working_dir_if_needed(env, include_gitignore=True, logger=log)
+        env = upload_py_modules_if_needed(env, include_gitignore=True, logger=log)
+    except (OSError, ValueError, TypeError, RuntimeError) as exc:  # Ray's refusals
+        raise ValidationError(f"{where}: runtime_env: Ray could not take it: {exc}") from None
     return dataclasses.replace(task, config={**task.config, "runtime_env": env})
+
+
+def _check_size(where: str, path: str) -> None:
+    """Refuse a tree too large to ship before reading it all (a working_dir of `/` or a
+    home directory would have the API zip everything it can see)."""
+    if os.path.isfile(path):
+        return
+    files = size = 0
+    for _, _, names in os.walk(path):
+        files += len(names)
+        if files > MAX_FILES:
+            raise ValidationError(f"{where}: more than {MAX_FILES} files: ship a smaller tree")
+    for root, _, names in os.walk(path):
+        for name in names:
+            with contextlib.suppress(OSError):
+                size += os.path.getsize(os.path.join(root, name))
+    if size > MAX_BYTES:
+        raise ValidationError(f"{where}: {size >> 20} MB: at most {MAX_BYTES >> 20} MB")

@@ -212,6 +212,12 @@ class DroverSystem:
         that hosts every declared fleet, so a fleet costs its nodes' records, not a process.
         A redeclared fleet's instances it no longer declares are removed."""
         if spec.backend == "ray":
+            taken = [s.name for s in self.fleet_specs.values() if s.backend == "ray"]
+            if taken and spec.name not in taken:
+                raise ValueError(
+                    f'the Ray cluster\'s nodes are already the instances of fleet "{taken[0]}":'
+                    " delete it first"
+                )
             real = self._real_agents()
             if not real:
                 raise ValueError(

@@ -12,7 +12,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from contracts.codec import from_wire
 from contracts.constraints import Affinity, Constraint, Spread, SpreadTarget
 from contracts.job import (
     DEFAULT_BATCH_RESCHEDULE,
@@ -27,7 +26,6 @@ from contracts.job import (
 from contracts.jobspec.schema import SHORTHAND_LTARGET, SHORTHAND_RTARGET_AFFINITY
 from contracts.resources import DeviceRequest, Resources
 from contracts.scaling import ScalingPolicy
-from contracts.share import ShareRequest
 
 Norm = Mapping[str, Any]
 
@@ -118,7 +116,6 @@ def build_group(
             else default_reschedule(job_type)
         ),
         ephemeral_disk_mb=n.get("ephemeral_disk", {}).get("size", 0),
-        share=from_wire(ShareRequest, n["share"], "Share") if n.get("share") else None,
     )
 
 

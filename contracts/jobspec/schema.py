@@ -262,8 +262,6 @@ GROUP = Obj(
         Field("update", "Update", Kind.OBJ, UPDATE),
         Field("reschedule", "ReschedulePolicy", Kind.OBJ, RESCHEDULE),
         Field("ephemeral_disk", "EphemeralDisk", Kind.OBJ, EPHEMERAL_DISK),
-        # drover's: a dstack run's resource ranges (contracts/share.py), JSON only.
-        Field("share", "Share", Kind.ANY_MAP, hcl=False),
     ),
     ignored=(
         Ignored("volume", "Volumes"),

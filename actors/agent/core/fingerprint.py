@@ -25,6 +25,7 @@ from contracts.share import (
     BLOCK_TYPE,
     BLOCK_VENDOR,
     FLEET_ATTRIBUTE,
+    MAX_BLOCKS_PER_INSTANCE,
     PLACEMENT_ATTRIBUTE,
 )
 
@@ -117,6 +118,10 @@ def simulated_nodes(spec: FleetSpec) -> list[Node]:
     return nodes
 
 
+UNSPLITTABLE_PREFIXES = ("cannot split", "blocks:")
+"""How an unsplittable instance's status description starts (blocks_problem's and ours)."""
+
+
 def fleet_member(node: Node, spec: FleetSpec) -> Node:
     """`node` as an instance of the fleet: its name and placement as attributes, the fleet's
     own attributes and meta, and its blocks as the devices `drover/block/<fleet>` (dstack's
@@ -127,8 +132,11 @@ def fleet_member(node: Node, spec: FleetSpec) -> Node:
     gpus = sum(len(d.instances) for d in resources.devices if d.type == "gpu")
     blocks: Blocks = "auto" if spec.blocks == "auto" else int(spec.blocks)
     unsplittable = blocks_problem(cores, gpus, blocks)
-    devices = tuple(d for d in resources.devices if d.type != BLOCK_TYPE)
     total = resolve_blocks(cores, gpus, blocks) or 0
+    if total > MAX_BLOCKS_PER_INSTANCE:
+        unsplittable = f"blocks: {total} per instance, at most {MAX_BLOCKS_PER_INSTANCE}"
+        total = 0
+    devices = tuple(d for d in resources.devices if d.type != BLOCK_TYPE)
     if total:
         ids = tuple(DeviceInstance(f"{node.name}/block{k}") for k in range(total))
         devices += (NodeDeviceResource(BLOCK_VENDOR, BLOCK_TYPE, spec.name, ids),)
@@ -148,6 +156,11 @@ def fleet_member(node: Node, spec: FleetSpec) -> Node:
             member,
             scheduling_eligibility=NodeEligibility.INELIGIBLE,
             status_description=unsplittable,
+        )
+    elif node.status_description.startswith(UNSPLITTABLE_PREFIXES):
+        # Split now (a fleet redeclared with other blocks): eligible again.
+        member = replace(
+            member, scheduling_eligibility=NodeEligibility.ELIGIBLE, status_description=""
         )
     return member.with_computed_class()
 

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from actors.agent.core import FleetSpec
 from actors.api.core.call import Call
 from actors.api.core.errors import ApiError, bad_request
 from actors.api.core.fleets import fleet_to_json, parse_fleet
 from actors.api.core.http_types import ApiResponse
-from actors.api.core.runs import is_run_job, run_job, run_to_json
+from actors.api.core.runs import ended, is_run_job, run_job, run_to_json, submitted_version
 from actors.state import StateReader
 from contracts import Node, NodeStatus
 from contracts.dstack.task import parse_task
@@ -55,8 +56,8 @@ def _instance(state: StateReader, node: Node) -> dict[str, Any]:
     }
 
 
-def _fleet_json(call: Call, state: StateReader, name: str) -> dict[str, Any]:
-    specs = {spec.name: spec for spec in call.backend.fleets()}
+def _fleet_json(state: StateReader, spec: FleetSpec) -> dict[str, Any]:
+    name = spec.name
     instances = [
         _instance(state, n)
         for n in sorted(state.nodes(), key=lambda n: n.name)
@@ -66,7 +67,7 @@ def _fleet_json(call: Call, state: StateReader, name: str) -> dict[str, Any]:
     busy = sum(i["BusyBlocks"] for i in instances)
     ready = [i for i in instances if i["Status"] == NodeStatus.READY.value]
     return {
-        **fleet_to_json(specs[name]),
+        **fleet_to_json(spec),
         "Ready": len(ready),
         "Down": len(instances) - len(ready),
         "Ineligible": sum(1 for i in instances if i["Eligibility"] == "ineligible"),
@@ -81,15 +82,16 @@ def _fleet_json(call: Call, state: StateReader, name: str) -> dict[str, Any]:
 
 
 def list_fleets(call: Call) -> ApiResponse:
-    names = sorted(spec.name for spec in call.backend.fleets())
-    return call.read(("nodes", "allocs"), lambda s: [_fleet_json(call, s, n) for n in names])
+    specs = sorted(call.backend.fleets(), key=lambda spec: spec.name)
+    return call.read(("nodes", "allocs"), lambda s: [_fleet_json(s, spec) for spec in specs])
 
 
 def get_fleet(call: Call) -> ApiResponse:
     name = call.params["name"]
-    if name not in {spec.name for spec in call.backend.fleets()}:
+    spec = next((spec for spec in call.backend.fleets() if spec.name == name), None)
+    if spec is None:
         raise ApiError(404, f'fleet "{name}" not found')
-    return call.read(("nodes", "allocs"), lambda s: _fleet_json(call, s, name))
+    return call.read(("nodes", "allocs"), lambda s: _fleet_json(s, spec))
 
 
 def apply_fleet(call: Call) -> ApiResponse:
@@ -129,6 +131,7 @@ def _run(call: Call, state: StateReader, name: str) -> dict[str, Any]:
         state.allocs_by_job(job.namespace, job.id),
         state.evals_by_job(job.namespace, job.id),
         state.node,
+        submitted_version(state.job_versions(job.namespace, job.id)),
     )
 
 
@@ -156,11 +159,25 @@ def submit_run(call: Call) -> ApiResponse:
         config = parse_task({"type": "task", **raw})
     except ValidationError as exc:
         raise bad_request("; ".join(exc.problems)) from None
-    # `retry: false` is dstack's no-retry: no capacity fails the run instead of queueing it.
-    job = run_job(config, fail_without_capacity=raw.get("retry") is False, working_dir=working_dir)
-    existing = call.backend.snapshot().job(job.namespace, job.id)
+    for name in config.fleets:
+        if "/" in name:
+            raise bad_request(f"fleets: {name!r}: drover has no projects; name the fleet alone")
+    # No retry on no-capacity (`retry: false`, or events without it): dstack's fail-fast.
+    fail_fast = raw.get("retry") is False or (
+        config.retry is not None and "no-capacity" not in config.retry.on_events
+    )
+    job = run_job(
+        config,
+        fail_without_capacity=fail_fast,
+        working_dir=working_dir,
+        priority_given="priority" in raw,
+    )
+    state = call.backend.snapshot()
+    existing = state.job(job.namespace, job.id)
     if existing is not None and not is_run_job(existing):
         raise ApiError(409, f'"{job.id}" is a job that is not a run: choose another run name')
+    if existing is not None and not ended(_run(call, state, job.id)["Status"]):
+        raise ApiError(409, f'run "{job.id}" is active: `drover stop {job.id}` first')
     job = call.backend.package_job(job)
     response = call.write(RequestKind.REGISTER_JOB, job=job, namespace=job.namespace)
     return ApiResponse(

@@ -28,10 +28,16 @@ from dataclasses import replace
 from typing import Any
 
 from actors.agent.core import FleetSpec
+from contracts.dstack.blocks import resolve_blocks
 from contracts.dstack.fleet import FleetConfiguration, instance_shape
 from contracts.dstack.fleet import parse_fleet as parse_fleet_configuration
 from contracts.errors import ValidationError
-from contracts.share import FLEET_ATTRIBUTE
+from contracts.share import (
+    FLEET_ATTRIBUTE,
+    MAX_BLOCKS_PER_INSTANCE,
+    MAX_GPUS_PER_INSTANCE,
+    MAX_INSTANCES_PER_FLEET,
+)
 
 MHZ_PER_CORE = 1000
 LEGACY_MB_LIMIT = 1024  # a bare memory or disk number this large was MB in the old format
@@ -67,9 +73,26 @@ def fleet_spec(config: FleetConfiguration) -> FleetSpec:
         placement=config.placement,
         backend=config.backend,
     )
+    problems = []
+    if spec.count > MAX_INSTANCES_PER_FLEET:
+        problems.append(f"nodes: {spec.count}: at most {MAX_INSTANCES_PER_FLEET} per fleet")
     if ray:
+        if problems:
+            raise ValidationError(problems)
         return spec  # the Ray cluster's nodes are the instances: what they have is fingerprinted
     shape = instance_shape(config)
+    if shape.gpu_count > MAX_GPUS_PER_INSTANCE:
+        problems.append(
+            f"resources.gpu: {shape.gpu_count} GPUs: at most {MAX_GPUS_PER_INSTANCE} per instance"
+        )
+    total = resolve_blocks(shape.cpu_count, shape.gpu_count, config.blocks) or 0
+    if total > MAX_BLOCKS_PER_INSTANCE:
+        problems.append(
+            f"blocks: {config.blocks} makes {total} blocks per instance: "
+            f"at most {MAX_BLOCKS_PER_INSTANCE}"
+        )
+    if problems:
+        raise ValidationError(problems)
     return replace(
         spec,
         cpu_mhz=shape.cpu_count * MHZ_PER_CORE,

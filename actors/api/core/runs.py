@@ -57,10 +57,15 @@ NEVER_RESCHEDULE = ReschedulePolicy(attempts=0, unlimited=False)
 
 
 def run_job(
-    config: TaskConfiguration, *, fail_without_capacity: bool = False, working_dir: str = ""
+    config: TaskConfiguration,
+    *,
+    fail_without_capacity: bool = False,
+    working_dir: str = "",
+    priority_given: bool = True,
 ) -> Job:
     """The job a run is. `working_dir`: where the task file is (commands and Ray's
-    working_dir default to it), unless the file sets `working_dir`."""
+    working_dir default to it), unless the file sets `working_dir`; `priority_given`: the
+    file set `priority` (else the run gets Nomad's default, 50)."""
     name = config.name or f"run-{secrets.token_hex(3)}"
     directory = config.working_dir or working_dir
     driver = config.effective_driver
@@ -77,7 +82,10 @@ def run_job(
     else:
         script = "\n".join(config.commands)
         if directory:
-            script = f"cd {shlex.quote(directory)}\n{script}"
+            # The file's directory where the instance has it (simulated instances share the
+            # API's machine; a Ray node may not have it: ship code with an entrypoint there).
+            quoted = shlex.quote(directory)
+            script = f"if [ -d {quoted} ]; then cd {quoted}; fi\n{script}"
         task_config = {"command": "/bin/sh", "args": ["-ec", script]}
     task = Task(TASK, driver, task_config, env=dict(config.env), resources=Resources(0, 0))
     group = TaskGroup(
@@ -87,7 +95,7 @@ def run_job(
         reschedule_policy=NEVER_RESCHEDULE,
         share=share_request(config.resources, gang=config.nodes > 1, fleets=config.fleets),
     )
-    priority = min(100, max(1, config.priority)) if config.priority else DEFAULT_PRIORITY
+    priority = min(100, max(1, config.priority)) if priority_given else DEFAULT_PRIORITY
     return Job(
         id=name,
         name=name,
@@ -103,19 +111,29 @@ def run_job(
     )
 
 
-def run_status(job: Job, allocs: Sequence[Allocation], evals: Sequence[Evaluation]) -> str:
-    """dstack's run status, read from the job and its ranks: submitted (waiting for
-    capacity), running, done, failed or terminated (stopped by the user)."""
-    ranks = [a for a in allocs if a.task_group == GROUP]
-    if any(a.client_status is ClientStatus.FAILED for a in ranks):
-        return "failed"
-    live = [a for a in ranks if not a.client_terminal()]
+def current_ranks(job: Job, allocs: Sequence[Allocation], since_version: int) -> list[Allocation]:
+    """The ranks of the run as last submitted: a run submitted again under its name (after
+    it ended) starts from its new version, and its status is not the old ranks'."""
+    return [a for a in allocs if a.task_group == GROUP and a.job_version >= since_version]
+
+
+def run_status(
+    job: Job, allocs: Sequence[Allocation], evals: Sequence[Evaluation], since_version: int = 0
+) -> str:
+    """dstack's run status, read from the job and its current ranks: submitted (waiting for
+    capacity), provisioning, running, done, failed or terminated (stopped by the user)."""
+    ranks = current_ranks(job, allocs, since_version)
     master_done = job.meta.get(STOP_CRITERIA_META) == MASTER_DONE and any(
         a.index == 0 and a.client_status is ClientStatus.COMPLETE for a in ranks
     )
+    if master_done:
+        return "done"  # what the workers did after the master finished does not count
+    if any(a.client_status in (ClientStatus.FAILED, ClientStatus.LOST) for a in ranks):
+        return "failed"
+    live = [a for a in ranks if not a.client_terminal()]
     count = job.task_groups[0].count if job.task_groups else 0
     completed = sum(1 for a in ranks if a.client_status is ClientStatus.COMPLETE)
-    if master_done or (ranks and completed >= count and not live):
+    if ranks and completed >= count and not live:
         return "done"
     if job.stop:
         return "terminated"
@@ -123,13 +141,20 @@ def run_status(job: Job, allocs: Sequence[Allocation], evals: Sequence[Evaluatio
         return "running"
     if live:
         return "provisioning"
-    if (
-        not ranks
-        and any(e.failed_tg_allocs and not e.blocked_eval and e.terminal() for e in evals)
-        and job.meta.get(NO_CAPACITY_META) == NO_CAPACITY_FAIL
-    ):
+    no_capacity = any(e.failed_tg_allocs and not e.blocked_eval and e.terminal() for e in evals)
+    if not ranks and no_capacity and job.meta.get(NO_CAPACITY_META) == NO_CAPACITY_FAIL:
         return "failed"  # no capacity, and the run asked not to wait
     return "submitted"
+
+
+def submitted_version(versions: Sequence[Job]) -> int:
+    """The version the run was last submitted as (a stop adds a stopped copy after it)."""
+    running = [v.version for v in versions if not v.stop]
+    return max(running) if running else 0
+
+
+def ended(status: str) -> bool:
+    return status in ("done", "failed", "terminated")
 
 
 def run_to_json(
@@ -137,12 +162,12 @@ def run_to_json(
     allocs: Sequence[Allocation],
     evals: Sequence[Evaluation],
     node_of: Callable[[str], Node | None],
+    since_version: int = 0,
 ) -> dict[str, Any]:
     group = job.task_groups[0] if job.task_groups else None
     latest: dict[int, Allocation] = {}
-    for alloc in sorted(allocs, key=lambda a: a.create_index):
-        if alloc.task_group == GROUP:
-            latest[alloc.index] = alloc  # the newest record of each rank
+    for alloc in sorted(current_ranks(job, allocs, since_version), key=lambda a: a.create_index):
+        latest[alloc.index] = alloc  # the newest record of each rank
     ranks = []
     for rank, alloc in sorted(latest.items()):
         node = node_of(alloc.node_id)
@@ -170,7 +195,7 @@ def run_to_json(
     waiting = blocked[-1].failed_tg_allocs.get(GROUP) if blocked else None
     return {
         "Name": job.id,
-        "Status": run_status(job, allocs, evals),
+        "Status": run_status(job, allocs, evals, since_version),
         "Nodes": group.count if group else 0,
         "Priority": job.priority,
         "StopCriteria": job.meta.get(STOP_CRITERIA_META, ""),

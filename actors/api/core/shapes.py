@@ -36,7 +36,7 @@ def _nomad_keys(value: Any) -> Any:
             elif key == "EphemeralDiskMB":
                 out["EphemeralDisk"] = {"SizeMB": item}
             elif key == "Share" and item is None:
-                continue  # drover's run ranges: only a run's group has them
+                continue  # a run's ranges (submitted as a task file): other groups have none
             else:
                 out[key] = _nomad_keys(item)
         return out

@@ -28,7 +28,7 @@ from actors.leader.core.operator_ops import (
     stop_alloc,
 )
 from actors.leader.core.plan_eval import evaluate_plan
-from actors.leader.core.runs import ends_run
+from actors.leader.core.runs import ends_run, runs_on_nodes
 from actors.state import StateReader
 from contracts import (
     CLIENT_TERMINAL,
@@ -322,7 +322,7 @@ class LeaderCore:
         changes: list[StateChange] = [UpsertNodes(tuple(downed))]
         if evals:
             changes.append(UpsertEvals(tuple(evals)))
-        return changes
+        return changes + self._end_runs_on([n.id for n in downed])
 
     def deregister_nodes(self, node_ids: Iterable[str]) -> list[StateChange]:
         """Nomad's node deregistration (`node purge`): the nodes leave the state and the jobs
@@ -334,6 +334,17 @@ class LeaderCore:
         changes: list[StateChange] = [DeleteNodes(tuple(gone))]
         if evals:
             changes.append(UpsertEvals(tuple(evals)))
+        return changes + self._end_runs_on(gone)
+
+    def _end_runs_on(self, node_ids: Iterable[str]) -> list[StateChange]:
+        """Runs with a rank on nodes that went away end: their jobs stop (runs.py)."""
+        changes: list[StateChange] = []
+        for job in runs_on_nodes(self.state, node_ids):
+            write = stop_job(
+                self.state, job.namespace, job.id, now_ns=self.now_ns(), new_id=self.new_id
+            )
+            if write.change is not None:
+                changes.append(write.change)
         return changes
 
     def node_evals(self, node_id: str, *, include_system: bool) -> list[Evaluation]:

@@ -35,7 +35,6 @@ from contracts import (
     TaskGroup,
 )
 from contracts.evaluation import PlanAnnotations
-from contracts.share import FLEET_ATTRIBUTE
 
 if TYPE_CHECKING:
     from actors.state import StateReader
@@ -271,25 +270,23 @@ class GenericScheduler(SchedulerBase):
         placements: list[Placement],
         allocs: list[Allocation],
     ) -> None:
-        """All of a gang's missing ranks on whole idle instances of one cluster fleet, or
-        none of them (the evaluation is then blocked until instances free up). Ranks still
-        running keep the gang in their fleet."""
+        """All of a gang's ranks on whole idle instances of one cluster fleet, or none of
+        them (the evaluation is then blocked until instances free up, holding the ones it
+        waits for). A gang is placed once and whole: a rank to replace (lost, migrating,
+        updated) or ranks still live mean the run is broken or being torn down, and no part
+        of it is placed again (the leader ends a run whose rank's node went away)."""
         tg = placements[0].task_group
-        live_nodes = {a.node_id for a in allocs if a.task_group == tg.name and not a.terminal()}
-        fleet = ""
-        for node_id in live_nodes:
-            node = self.state.node(node_id)
-            if node is not None:
-                fleet = node.attributes.get(FLEET_ATTRIBUTE, "")
-                break
-        options = stack.select_gang(len(placements), fleet)
+        live = [a for a in allocs if a.task_group == tg.name and not a.terminal()]
+        if live or any(p.previous is not None for p in placements):
+            return
+        options = stack.select_gang(len(placements))
         if options is None:
             self.failed_tg_allocs[tg.name] = stack.failure_metric()
             # The blocked evaluation holds the instances the gang waits for (share_stack.py).
-            self.reserved_nodes = stack.reservation(len(placements), fleet)
+            self.reserved_nodes = stack.reservation(len(placements))
             return
         for placement, option in zip(placements, options, strict=True):
-            alloc = self._new_alloc(job, tg.name, placement.name, option, placement.previous)
+            alloc = self._new_alloc(job, tg.name, placement.name, option, None)
             ctx.place(alloc, option.node)
 
     def _place(

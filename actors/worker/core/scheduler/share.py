@@ -16,6 +16,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import cast, get_args
 
+from actors.state import NodeUsage
 from actors.worker.core.scheduler.context import NodeLoad
 from actors.worker.core.scheduler.select import RankedOption
 from contracts import Node
@@ -129,13 +130,14 @@ def busy_blocks(instance: Instance, in_use: Collection[str]) -> int:
     return sum(1 for block_id in instance.block_ids if block_id in in_use)
 
 
-def share_option(
-    instance: Instance, k: int, load: NodeLoad | None, in_use: Collection[str]
-) -> RankedOption | None:
+def share_option(instance: Instance, k: int, used: NodeLoad | NodeUsage) -> RankedOption | None:
     """The allocation's resources for k blocks: the first free blocks and GPUs, and the
-    share's cores and memory; None if the node's other tenants left too little."""
+    share's cores and memory; None if the node's other tenants (`used`: what the snapshot
+    and this plan hold there) left too little."""
+    in_use = used.device_ids
     total = instance.total_blocks
-    blocks = [b for b in instance.block_ids if b not in in_use][:k]
+    free_blocks = [b for b in instance.block_ids if b not in in_use]
+    blocks = free_blocks[:k]
     gpu_count = len(instance.gpu_ids) // total * k
     gpus = [g for g in instance.gpu_ids if g not in in_use][:gpu_count]
     if len(blocks) < k or len(gpus) < gpu_count:
@@ -144,16 +146,14 @@ def share_option(
     memory_mb = gb_to_mb(offer.memory_gb)
     cpu = offer.cpu_count // total * k * instance.mhz_per_core
     memory = memory_mb // total * k
-    used_cpu = load.cpu if load is not None else 0
-    used_memory = load.memory_mb if load is not None else 0
-    if used_cpu + cpu > offer.cpu_count * instance.mhz_per_core:
+    if used.cpu + cpu > offer.cpu_count * instance.mhz_per_core:
         return None
-    if used_memory + memory > memory_mb:
+    if used.memory_mb + memory > memory_mb:
         return None
     devices = [AllocatedDevice(*instance.block_group, tuple(blocks))]
     if gpus and instance.gpu_group is not None:
         devices.append(AllocatedDevice(*instance.gpu_group, tuple(gpus)))
-    fill = (total - len([b for b in instance.block_ids if b not in in_use]) + k) / total
+    fill = (total - len(free_blocks) + k) / total
     return RankedOption(instance.node, fill, cpu, memory, 0, tuple(devices))
 
 

@@ -23,10 +23,10 @@ worker reading a snapshot older than the hold may still place a single rank ther
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from actors.state import EMPTY_USAGE
+from actors.state import EMPTY_USAGE, NodeUsage
 from actors.worker.core.scheduler.context import EvalContext, NodeLoad
 from actors.worker.core.scheduler.feasible import FilterMetrics, GroupFeasibility
 from actors.worker.core.scheduler.select import RankedOption
@@ -118,13 +118,10 @@ class ShareStack:
             self._candidates = found
         return self._candidates
 
-    def _in_use(self, node_id: str) -> tuple[NodeLoad | None, Collection[str]]:
+    def _used(self, node_id: str) -> NodeLoad | NodeUsage:
+        """What the node holds: this plan's load on it if it changed it, else the snapshot's."""
         ctx = self.ctx
-        load = ctx.loads.get(node_id)
-        if load is not None:
-            return load, load.device_ids
-        usage = ctx.usage_lookup(node_id) or EMPTY_USAGE
-        return None, usage.device_ids
+        return ctx.loads.get(node_id) or ctx.usage_lookup(node_id) or EMPTY_USAGE
 
     def _held(self, node_id: str, *, gang: bool) -> bool:
         """Is the instance held by a blocked gang this run yields to? A single rank yields
@@ -170,9 +167,9 @@ class ShareStack:
             if self._held(node_id, gang=False):
                 count_reason(self._reasons, HELD)
                 continue
-            load, in_use = self._in_use(node_id)
-            k = smallest_share(self.request, instance, busy_blocks(instance, in_use))
-            option = share_option(instance, k, load, in_use) if k is not None else None
+            used = self._used(node_id)
+            k = smallest_share(self.request, instance, busy_blocks(instance, used.device_ids))
+            option = share_option(instance, k, used) if k is not None else None
             if option is None:
                 count_reason(self._reasons, NO_FREE_BLOCKS)
                 continue
@@ -191,7 +188,7 @@ class ShareStack:
 
     # -- a gang ----------------------------------------------------------------------------
 
-    def _gang_instances(self, fleet: str) -> dict[str, list[tuple[int, Instance]]]:
+    def _gang_instances(self) -> dict[str, list[tuple[int, Instance]]]:
         """Per cluster fleet, the instances a gang rank could take whole, with their busy
         blocks now (0: idle), leaving out those held for gangs ahead of this one."""
         found: dict[str, list[tuple[int, Instance]]] = {}
@@ -202,8 +199,6 @@ class ShareStack:
             if not instance.cluster:
                 count_reason(self._reasons, NOT_CLUSTER)
                 continue
-            if fleet and instance.fleet != fleet:
-                continue
             if smallest_share(self.request, instance, 0, whole=True) is None:
                 count_reason(self._reasons, NO_FIT)
                 continue
@@ -211,21 +206,18 @@ class ShareStack:
             if self._held(node_id, gang=True):
                 count_reason(self._reasons, HELD)
                 continue
-            load, in_use = self._in_use(node_id)
-            usage = self.ctx.usage_lookup(node_id)
-            busy = busy_blocks(instance, in_use)
-            if in_use or (load is not None and (load.cpu or load.memory_mb)):
+            used = self._used(node_id)
+            busy = busy_blocks(instance, used.device_ids)
+            if used.device_ids or used.cpu or used.memory_mb:
                 busy = max(busy, 1)  # other tenants (devices, a plain job) count as busy
-            elif usage is not None and usage.alloc_count:
-                busy = max(busy, 1)
             found.setdefault(instance.fleet, []).append((busy, instance))
         return found
 
-    def select_gang(self, ranks: int, fleet: str = "") -> list[RankedOption] | None:
-        """`ranks` whole idle instances of one cluster fleet (`fleet`, if some ranks already
-        run there), charged to the plan; None, with nothing charged, if no fleet has them."""
+    def select_gang(self, ranks: int) -> list[RankedOption] | None:
+        """`ranks` whole idle instances of one cluster fleet, charged to the plan; None,
+        with nothing charged, if no fleet has them."""
         idle: dict[str, list[Instance]] = {}
-        for name, members in self._gang_instances(fleet).items():
+        for name, members in self._gang_instances().items():
             idle[name] = [instance for busy, instance in members if busy == 0]
             if len(idle[name]) < len(members):
                 count_reason(self._reasons, NOT_IDLE, len(members) - len(idle[name]))
@@ -235,21 +227,21 @@ class ShareStack:
         _, chosen = min(fitting) if self.policy.best_fit else fitting[0]
         options = []
         for instance in idle[chosen][:ranks]:
-            option = share_option(instance, instance.total_blocks, None, ())
+            option = share_option(instance, instance.total_blocks, EMPTY_USAGE)
             assert option is not None  # an idle instance holds its whole share
             options.append(option)
         for option in options:
             self._charge(option)
         return options
 
-    def reservation(self, ranks: int, fleet: str = "") -> tuple[str, ...]:
+    def reservation(self, ranks: int) -> tuple[str, ...]:
         """The instances a gang that could not be placed holds: in the cluster fleet where it
         is closest to starting (most idle instances, then fewest busy blocks), its idle
         instances and then those with the fewest busy blocks, `ranks` in all."""
         if not self.policy.hold_for_gangs:
             return ()
         best: tuple[tuple[int, int, str], list[tuple[int, Instance]]] | None = None
-        for name, members in self._gang_instances(fleet).items():
+        for name, members in self._gang_instances().items():
             if len(members) < ranks:
                 continue
             chosen = sorted(members, key=lambda m: m[0])[:ranks]

@@ -126,3 +126,79 @@ def test_deleting_a_fleet_removes_its_instances(call, backend) -> None:
     names = [n["Name"] for n in call("GET", "/v1/nodes").body]
     assert not [n for n in names if n.startswith("c2650-")]
     assert call("DELETE", "/v1/fleet/c2650").status == 404
+
+
+# -- review fixes -------------------------------------------------------------------------------
+
+
+def test_a_run_whose_instance_goes_away_fails(call, backend) -> None:
+    """Deleting the fleet under a running gang ends the run (its job stops) instead of
+    replacing one rank on its own."""
+    call("POST", "/v1/fleets", {"Fleet": CLUSTER})
+    call("POST", "/v1/runs", {"Run": GANG})
+    backend.schedule_pending()
+    _report(backend, call("GET", "/v1/run/iperf").body, ClientStatus.RUNNING)
+    assert call("DELETE", "/v1/fleet/c2650").status == 200
+    backend.schedule_pending()
+    run = call("GET", "/v1/run/iperf").body
+    assert run["Status"] == "failed"
+    assert {r["ClientStatus"] for r in run["Ranks"]} == {"lost"}
+    assert backend.store.job("default", "iperf").stop
+
+
+def test_a_run_submitted_again_shows_its_new_ranks(call, backend) -> None:
+    call("POST", "/v1/fleets", {"Fleet": CLUSTER})
+    call("POST", "/v1/runs", {"Run": GANG})
+    backend.schedule_pending()
+    run = call("GET", "/v1/run/iperf").body
+    again = call("POST", "/v1/runs", {"Run": GANG})
+    assert again.status == 409 and "drover stop iperf" in again.body  # still active
+    _report(backend, run, ClientStatus.FAILED)
+    backend.schedule_pending()
+    assert call("GET", "/v1/run/iperf").body["Status"] == "failed"
+    assert call("POST", "/v1/runs", {"Run": GANG}).status == 200
+    backend.schedule_pending()
+    rerun = call("GET", "/v1/run/iperf").body
+    assert rerun["Status"] == "provisioning"
+    assert {r["AllocID"] for r in rerun["Ranks"]}.isdisjoint(r["AllocID"] for r in run["Ranks"])
+
+
+def test_priorities_follow_dstack(call, backend) -> None:
+    call("POST", "/v1/fleets", {"Fleet": CLUSTER})
+    for name, extra, expected in (("p0", {"priority": 0}, 1), ("p70", {"priority": 70}, 70),
+                                  ("none", {}, 50)):  # fmt: skip
+        assert call("POST", "/v1/runs", {"Run": {**GANG, "name": name, **extra}}).status == 200
+        assert call("GET", f"/v1/run/{name}").body["Priority"] == expected
+
+
+def test_dstack_options_drover_does_not_model_are_refused_or_honoured(call, backend) -> None:
+    call("POST", "/v1/fleets", {"Fleet": CLUSTER})
+    projects = call("POST", "/v1/runs", {"Run": {**GANG, "fleets": ["main/c2650"]}})
+    assert projects.status == 400 and "main/c2650" in projects.body
+    # Retrying on errors only (not on no-capacity): no capacity fails the run at once.
+    retry = {"on_events": ["error"], "duration": "1h"}
+    call("POST", "/v1/runs", {"Run": {**GANG, "name": "big", "nodes": 3, "retry": retry}})
+    backend.schedule_pending()
+    assert call("GET", "/v1/run/big").body["Status"] == "failed"
+
+
+def test_with_master_done_a_worker_failing_after_the_master_still_means_done(call, backend):
+    call("POST", "/v1/fleets", {"Fleet": CLUSTER})
+    call("POST", "/v1/runs", {"Run": {**GANG, "stop_criteria": "master-done"}})
+    backend.schedule_pending()
+    run = call("GET", "/v1/run/iperf").body
+    _report(backend, run, ClientStatus.RUNNING)
+    by_rank = {r["Rank"]: r["AllocID"] for r in run["Ranks"]}
+    for rank, status in ((0, ClientStatus.COMPLETE), (1, ClientStatus.FAILED)):
+        update = AllocClientUpdate(by_rank[rank], status)
+        backend.write(LeaderRequest(RequestKind.CLIENT_UPDATES, updates=(update,)))
+    assert call("GET", "/v1/run/iperf").body["Status"] == "done"
+
+
+def test_fleets_too_large_to_build_are_refused(call) -> None:
+    huge = {"name": "huge", "nodes": 20_000, "resources": {"cpu": 2}}
+    reply = call("POST", "/v1/fleets", {"Fleet": huge})
+    assert reply.status == 400 and "nodes: 20000" in reply.body
+    many = {"name": "many", "blocks": "auto", "resources": {"cpu": 4096, "memory": "1GB"}}
+    reply = call("POST", "/v1/fleets", {"Fleet": many})
+    assert reply.status == 400 and "4096 blocks per instance" in reply.body

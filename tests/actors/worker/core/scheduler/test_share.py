@@ -21,7 +21,16 @@ from actors.worker.core.scheduler.share import (
     share_fits,
     smallest_share,
 )
-from contracts import EvalStatus, JobType, NodeEligibility, Resources, Task, TaskGroup
+from contracts import (
+    EvalStatus,
+    JobType,
+    NodeEligibility,
+    NodeStatus,
+    Resources,
+    Task,
+    TaskGroup,
+    TriggeredBy,
+)
 from contracts.share import BLOCK_TYPE, IntRange, ShareRequest
 
 GB = 1024
@@ -288,3 +297,41 @@ def test_a_gang_is_committed_whole_or_not_at_all(h, build):
     assert h.live_allocs(job2) == []
     assert not second.results[0].node_allocation
     assert [busy(h, n) for n in nodes] == [1, 1]
+
+
+# -- review fixes -------------------------------------------------------------------------------
+
+
+def test_a_gang_is_never_placed_again_in_part(h, build):
+    """A rank whose node went down is lost, not replaced on its own: the evaluation that
+    follows places nothing for the gang (the leader ends the run)."""
+    nodes = h.add_nodes(*fleet("c", 3, cpus=2, memory_gb=4, placement="cluster"))
+    request = ShareRequest(cpu=IntRange(1), memory_mb=IntRange(GB))
+    job, ev = h.register(run_job(build, "pair", request, 2))
+    h.process(ev)
+    ranks = h.live_allocs(job)
+    assert len(ranks) == 2
+    down = ranks[0].node_id
+    h.update_node(down, status=NodeStatus.DOWN)
+    planner = h.process(h.new_eval(job, triggered_by=TriggeredBy.NODE_UPDATE, node_id=down))
+    assert all(not build.placed(p) for p in planner.plans)
+    assert len([a for a in h.job_allocs(job) if a.task_group == "pair"]) == 2
+    assert {n.id for n in nodes} - {a.node_id for a in h.job_allocs(job)}  # one stays free
+
+
+def test_single_ranks_see_what_plain_jobs_hold(h, build):
+    """A plain job holding an instance's CPUs leaves its blocks free in name only: runs go
+    to the other instance instead of being refused by the leader."""
+    first, second = h.add_nodes(*fleet("f", 2, cpus=2, memory_gb=4, blocks=2))
+    plain = build.job("plain", build.group("web", 1, cpu=2000, memory_mb=256), type=JobType.BATCH)
+    plain = dataclasses.replace(
+        plain, constraints=(build.constraint("${node.unique.id}", first.id, "="),)
+    )
+    _, ev = h.register(plain)
+    h.process(ev)
+    request = ShareRequest(cpu=IntRange(1, 1), memory_mb=IntRange(GB))
+    for i in range(2):
+        job, ev = h.register(run_job(build, f"r{i}", request))
+        planner = h.process(ev)
+        assert planner.results[0].rejected_nodes == ()
+        assert [a.node_id for a in h.live_allocs(job)] == [second.id]
