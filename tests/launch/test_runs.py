@@ -88,7 +88,9 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DroverSystem]:
         yield running
 
 
-def test_issue_2650_multi_node_run_on_block_split_instances(drover, e2e, tmp_path: Path) -> None:
+def test_issue_2650_multi_node_run_on_block_split_instances(
+    drover, e2e, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     fleet = tmp_path / "fleet.yaml"
     fleet.write_text(FLEET_2650)
     code, out, err = drover("apply", "-f", str(fleet))
@@ -98,6 +100,7 @@ def test_issue_2650_multi_node_run_on_block_split_instances(drover, e2e, tmp_pat
 
     out_dir = tmp_path / "out"
     out_dir.mkdir()
+    request.addfinalizer((out_dir / "go").touch)  # the ranks never outlive a failed test
     (tmp_path / "echo.py").write_text(ECHO)
     task = tmp_path / "task.yaml"
     task.write_text(
