@@ -11,6 +11,7 @@ placement chain that uses this is share_stack.py.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
@@ -72,8 +73,24 @@ class Instance:
         return len(self.block_ids)
 
 
+_INSTANCES: dict[int, tuple[Node, Instance | None]] = {}
+_INSTANCES_MAX = 65_536
+
+
 def instance_of(node: Node) -> Instance | None:
-    """The instance view of a node, or None if it is not split into blocks."""
+    """The instance view of a node, or None if it is not split into blocks. Node records
+    are immutable and a snapshot's stay alive across evaluations: each is read once."""
+    hit = _INSTANCES.get(id(node))
+    if hit is not None and hit[0] is node:
+        return hit[1]
+    if len(_INSTANCES) >= _INSTANCES_MAX:
+        _INSTANCES.clear()
+    instance = _read_instance(node)
+    _INSTANCES[id(node)] = (node, instance)
+    return instance
+
+
+def _read_instance(node: Node) -> Instance | None:
     blocks = gpus = None
     for group in node.node_resources.devices:
         if group.vendor == BLOCK_VENDOR and group.type == BLOCK_TYPE:
@@ -113,7 +130,7 @@ def instance_of(node: Node) -> Instance | None:
 
 def share_fits(request: ShareRequest, instance: Instance, k: int) -> bool:
     """dstack's offer match, applied to the share of k blocks."""
-    return matches(resources_spec(request), shared_offer(instance.offer, instance.total_blocks, k))
+    return _fits(request, instance.offer, instance.total_blocks, k)
 
 
 def smallest_share(
@@ -121,9 +138,31 @@ def smallest_share(
 ) -> int | None:
     """The fewest blocks whose share fits, if that many are free; a gang rank (`whole`)
     takes the instance whole and only when no block of it is busy. None: no share fits."""
-    return smallest_fitting_blocks(
-        resources_spec(request), instance.offer, instance.total_blocks, busy_blocks, whole
-    )
+    return _smallest(request, instance.offer, instance.total_blocks, busy_blocks, whole)
+
+
+def fits_some_share(request: ShareRequest, instance: Instance) -> bool:
+    """Could any share of the instance fit the ranges at all (all its blocks free)?"""
+    return _fits_some(request, instance.offer, instance.total_blocks)
+
+
+# The answers depend on the request and the instance's offer alone, and a fleet's instances
+# share one offer: one evaluation asks thousands of times what a few calls answer.
+@functools.lru_cache(maxsize=65_536)
+def _fits(request: ShareRequest, offer: InstanceOffer, total: int, k: int) -> bool:
+    return matches(resources_spec(request), shared_offer(offer, total, k))
+
+
+@functools.lru_cache(maxsize=65_536)
+def _smallest(
+    request: ShareRequest, offer: InstanceOffer, total: int, busy: int, whole: bool
+) -> int | None:
+    return smallest_fitting_blocks(resources_spec(request), offer, total, busy, whole)
+
+
+@functools.lru_cache(maxsize=65_536)
+def _fits_some(request: ShareRequest, offer: InstanceOffer, total: int) -> bool:
+    return any(_fits(request, offer, total, k) for k in range(1, total + 1))
 
 
 def busy_blocks(instance: Instance, in_use: Collection[str]) -> int:

@@ -40,8 +40,8 @@ from actors.worker.core.scheduler.share import (
     Instance,
     busy_blocks,
     count_reason,
+    fits_some_share,
     instance_of,
-    share_fits,
     share_option,
     smallest_share,
 )
@@ -108,13 +108,12 @@ class ShareStack:
                 if fleets and instance.fleet not in fleets:
                     count_reason(self._static_reasons, NOT_IN_FLEETS)
                     continue
-                if not any(
-                    share_fits(self.request, instance, k)
-                    for k in range(1, instance.total_blocks + 1)
-                ):
+                if not fits_some_share(self.request, instance):
                     count_reason(self._static_reasons, NO_FIT)
                     continue
                 found.append(instance)
+            if not self.policy.best_fit:
+                found.sort(key=lambda i: i.node.name)  # first fit: in one fixed order
             self._candidates = found
         return self._candidates
 
@@ -244,7 +243,8 @@ class ShareStack:
         for name, members in self._gang_instances().items():
             if len(members) < ranks:
                 continue
-            chosen = sorted(members, key=lambda m: m[0])[:ranks]
+            # The same instances each time the hold is renewed, ties broken by name.
+            chosen = sorted(members, key=lambda m: (m[0], m[1].node.name))[:ranks]
             idle = sum(1 for busy, _ in chosen if busy == 0)
             key = (-idle, sum(busy for busy, _ in chosen), name)
             if best is None or key < best[0]:
