@@ -37,6 +37,7 @@ TASK_2650 = """\
 type: task
 name: iperf
 nodes: 2
+fleets: [iperf-fleet]       # other tests' cluster fleets may run in the same system
 resources:
   cpu: 1..
   memory: 1GB..
