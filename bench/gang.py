@@ -85,10 +85,9 @@ from contracts import (
     EvalStatus,
     Evaluation,
     Job,
-    Node,
     TriggeredBy,
 )
-from contracts.share import BLOCK_TYPE, BLOCK_VENDOR, FLEET_ATTRIBUTE
+from contracts.share import FLEET_ATTRIBUTE, node_block_ids
 from contracts.state_log import AllocClientUpdate, UpdateAllocsClientStatus, UpsertJob, UpsertNodes
 
 
@@ -136,7 +135,7 @@ class Simulation:
         self.nodes = make_nodes(config)
         self.store.commit(UpsertNodes(tuple(self.nodes)))
         self.fleet_of = {n.id: n.attributes[FLEET_ATTRIBUTE] for n in self.nodes}
-        self.total = {n.id: _total_blocks(n) for n in self.nodes}
+        self.total = {n.id: len(node_block_ids(n)) for n in self.nodes}
         self.busy = dict.fromkeys(self.total, 0)
         self.busy_total = 0
         self.free_nodes = {n for n, total in self.total.items() if total > 0}
@@ -430,13 +429,6 @@ class Simulation:
             "precheck_mismatches": stats.precheck_mismatches,
             "wall_s": round(wall_s, 2),
         }
-
-
-def _total_blocks(node: Node) -> int:
-    for group in node.node_resources.devices:
-        if group.vendor == BLOCK_VENDOR and group.type == BLOCK_TYPE:
-            return len(group.instances)
-    return 0
 
 
 def check_invariants(sim: Simulation) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from actors.agent.core import FleetSpec, simulated_nodes
 from actors.worker.core.scheduler.share_stack import FIRST_FIT, SharePolicy
 from contracts import Allocation, Job, JobType, Node, Resources, Task, TaskGroup
-from contracts.share import BLOCK_TYPE, BLOCK_VENDOR, IntRange, ShareRequest
+from contracts.share import BLOCK_TYPE, IntRange, ShareRequest, held_ids
 
 GB = 1024
 GPUS = 8
@@ -142,12 +142,7 @@ def make_job(arrival: Arrival) -> Job:
 
 
 def block_ids(alloc: Allocation) -> tuple[str, ...]:
-    return tuple(
-        i
-        for d in alloc.allocated_resources.devices
-        if d.vendor == BLOCK_VENDOR and d.type == BLOCK_TYPE
-        for i in d.device_ids
-    )
+    return held_ids(alloc, BLOCK_TYPE)
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -15,12 +15,17 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 from contracts.dstack.gpu import GPUSpec, Vendor
 from contracts.dstack.ranges import Range
 from contracts.dstack.resources import CpuArch, CPUSpec, ResourcesSpec
 from contracts.dstack.sizes import MB_PER_GB, gb_to_mb
+
+if TYPE_CHECKING:  # contracts.job imports this module
+    from contracts.allocation import Allocation
+    from contracts.job import Job
+    from contracts.node import Node
 
 BLOCK_VENDOR = "drover"
 BLOCK_TYPE = "block"
@@ -70,6 +75,27 @@ class ShareRequest:
     gpu_compute_capability: str = ""  # a minimum, e.g. "8.0" (NVIDIA only)
     gang: bool = False  # every allocation of the group on its own whole instance, all or none
     fleets: tuple[str, ...] = field(default_factory=tuple)  # only these fleets ("" any)
+
+
+def is_run(job: Job) -> bool:
+    """A job made from a dstack task file: its group carries a share (Nomad's API refuses
+    one, so no other job has it)."""
+    return any(tg.share is not None for tg in job.task_groups)
+
+
+def node_block_ids(node: Node) -> tuple[str, ...]:
+    """The instance's blocks (its `drover/block/<fleet>` device instances); () if unsplit."""
+    for group in node.node_resources.devices:
+        if group.vendor == BLOCK_VENDOR and group.type == BLOCK_TYPE:
+            return tuple(i.id for i in group.instances)
+    return ()
+
+
+def held_ids(alloc: Allocation, device_type: str) -> tuple[str, ...]:
+    """The device instances of one type (BLOCK_TYPE, "gpu") an allocation holds."""
+    return tuple(
+        i for d in alloc.allocated_resources.devices if d.type == device_type for i in d.device_ids
+    )
 
 
 def share_request(

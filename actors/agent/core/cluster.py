@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from contracts import Allocation, Node
+from contracts.share import held_ids
 
 IP_ATTRIBUTE = "unique.network.ip-address"
 
@@ -26,12 +27,6 @@ class ClusterInfo:
     hostfile: str  # `<ip> slots=<gpus>` per rank (`<ip>` alone on GPU-less nodes)
 
 
-def _gpu_ids(alloc: Allocation) -> tuple[str, ...]:
-    return tuple(
-        i for d in alloc.allocated_resources.devices if d.type == "gpu" for i in d.device_ids
-    )
-
-
 def cluster_info(
     alloc: Allocation, ranks: Sequence[Allocation], node_of: Callable[[str], Node | None]
 ) -> ClusterInfo:
@@ -43,9 +38,9 @@ def cluster_info(
         node = node_of(rank.node_id)
         ip = node.attributes.get(IP_ATTRIBUTE, "") if node is not None else ""
         ips.append(ip or "127.0.0.1")
-        gpus = len(_gpu_ids(rank))
+        gpus = len(held_ids(rank, "gpu"))
         lines.append(f"{ips[-1]} slots={gpus}" if gpus else ips[-1])
-    mine = _gpu_ids(alloc)
+    mine = held_ids(alloc, "gpu")
     node = node_of(alloc.node_id)
     on_node = [
         i.id for d in (node.node_resources.devices if node else ()) if d.type == "gpu"
@@ -55,7 +50,7 @@ def cluster_info(
         rank=alloc.index,
         ips=tuple(ips),
         gpus_per_node=len(mine),
-        gpus_num=sum(len(_gpu_ids(r)) for r in ordered),
+        gpus_num=sum(len(held_ids(r, "gpu")) for r in ordered),
         gpu_indices=tuple(on_node.index(g) for g in mine if g in on_node),
         gpu_ids=mine,
         hostfile="\n".join(lines) + "\n",

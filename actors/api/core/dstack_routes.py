@@ -19,13 +19,13 @@ from actors.api.core.call import Call
 from actors.api.core.errors import ApiError, bad_request
 from actors.api.core.fleets import fleet_to_json, parse_fleet
 from actors.api.core.http_types import ApiResponse
-from actors.api.core.runs import ended, is_run_job, run_job, run_to_json, submitted_version
+from actors.api.core.runs import ended, run_job, run_to_json, submitted_version
 from actors.state import StateReader
 from contracts import Node, NodeStatus
 from contracts.dstack.task import parse_task
 from contracts.errors import ValidationError
 from contracts.messages import RequestKind
-from contracts.share import BLOCK_TYPE, FLEET_ATTRIBUTE
+from contracts.share import FLEET_ATTRIBUTE, is_run, node_block_ids
 
 RUN_TABLES = ("jobs", "allocs", "evals", "nodes")
 
@@ -34,15 +34,9 @@ RUN_TABLES = ("jobs", "allocs", "evals", "nodes")
 
 
 def _instance(state: StateReader, node: Node) -> dict[str, Any]:
-    total = next((len(d.instances) for d in node.node_resources.devices if d.type == BLOCK_TYPE), 0)
+    blocks = node_block_ids(node)
     in_use = state.node_usage(node.id).device_ids
-    busy = sum(
-        1
-        for d in node.node_resources.devices
-        if d.type == BLOCK_TYPE
-        for i in d.instances
-        if i.id in in_use
-    )
+    total, busy = len(blocks), sum(1 for block in blocks if block in in_use)
     return {
         "Name": node.name,
         "NodeID": node.id,
@@ -124,7 +118,7 @@ def delete_fleet(call: Call) -> ApiResponse:
 
 def _run(call: Call, state: StateReader, name: str) -> dict[str, Any]:
     job = state.job(call.namespace, name)
-    if job is None or not is_run_job(job):
+    if job is None or not is_run(job):
         raise ApiError(404, f'run "{name}" not found')
     return run_to_json(
         job,
@@ -137,7 +131,7 @@ def _run(call: Call, state: StateReader, name: str) -> dict[str, Any]:
 
 def list_runs(call: Call) -> ApiResponse:
     def render(state: StateReader) -> list[dict[str, Any]]:
-        runs = sorted((j for j in state.jobs() if is_run_job(j)), key=lambda j: j.submit_time)
+        runs = sorted((j for j in state.jobs() if is_run(j)), key=lambda j: j.submit_time)
         return [_run(call, state, job.id) for job in runs if job.namespace == call.namespace]
 
     return call.read(RUN_TABLES, render)
@@ -174,7 +168,7 @@ def submit_run(call: Call) -> ApiResponse:
     )
     state = call.backend.snapshot()
     existing = state.job(job.namespace, job.id)
-    if existing is not None and not is_run_job(existing):
+    if existing is not None and not is_run(existing):
         raise ApiError(409, f'"{job.id}" is a job that is not a run: choose another run name')
     if existing is not None and not ended(_run(call, state, job.id)["Status"]):
         raise ApiError(409, f'run "{job.id}" is active: `drover stop {job.id}` first')
@@ -188,7 +182,7 @@ def submit_run(call: Call) -> ApiResponse:
 def stop_run(call: Call) -> ApiResponse:
     name = call.params["name"]
     job = call.backend.snapshot().job(call.namespace, name)
-    if job is None or not is_run_job(job):
+    if job is None or not is_run(job):
         raise ApiError(404, f'run "{name}" not found')
     response = call.write(RequestKind.STOP_JOB, job_id=name)
     return ApiResponse(200, {"Name": name, "EvalID": response.eval_id})

@@ -40,6 +40,7 @@ from contracts import (
 )
 from contracts.dstack.task import TaskConfiguration
 from contracts.share import (
+    BLOCK_TYPE,
     FLEET_ATTRIBUTE,
     MASTER_DONE,
     NO_CAPACITY_FAIL,
@@ -47,6 +48,8 @@ from contracts.share import (
     NO_CAPACITY_WAIT,
     RUN_META,
     STOP_CRITERIA_META,
+    held_ids,
+    node_block_ids,
     share_request,
 )
 
@@ -171,11 +174,8 @@ def run_to_json(
     ranks = []
     for rank, alloc in sorted(latest.items()):
         node = node_of(alloc.node_id)
-        blocks = next(
-            (len(d.device_ids) for d in alloc.allocated_resources.devices if d.type == "block"),
-            0,
-        )
-        total = _total_blocks(node)
+        blocks = len(held_ids(alloc, BLOCK_TYPE))
+        total = len(node_block_ids(node)) if node is not None else 0
         ranks.append(
             {
                 "Rank": rank,
@@ -184,9 +184,7 @@ def run_to_json(
                 "NodeID": alloc.node_id,
                 "Fleet": node.attributes.get(FLEET_ATTRIBUTE, "") if node else "",
                 "Blocks": f"{blocks}/{total}" if total else "",
-                "GPUs": sum(
-                    len(d.device_ids) for d in alloc.allocated_resources.devices if d.type == "gpu"
-                ),
+                "GPUs": len(held_ids(alloc, "gpu")),
                 "ClientStatus": alloc.client_status.value,
                 "DesiredStatus": alloc.desired_status.value,
             }
@@ -203,13 +201,3 @@ def run_to_json(
         "Ranks": ranks,
         "Waiting": dict(waiting.dimension_exhausted) if waiting else {},
     }
-
-
-def is_run_job(job: Job) -> bool:
-    return RUN_META in job.meta and any(tg.share is not None for tg in job.task_groups)
-
-
-def _total_blocks(node: Node | None) -> int:
-    if node is None:
-        return 0
-    return next((len(d.instances) for d in node.node_resources.devices if d.type == "block"), 0)

@@ -14,11 +14,7 @@ from collections.abc import Iterable
 
 from actors.state import StateReader
 from contracts import Allocation, ClientStatus, Job
-from contracts.share import MASTER_DONE, STOP_CRITERIA_META
-
-
-def is_run(job: Job) -> bool:
-    return any(tg.share is not None for tg in job.task_groups)
+from contracts.share import MASTER_DONE, STOP_CRITERIA_META, is_run
 
 
 def ends_run(job: Job, alloc: Allocation, status: ClientStatus) -> bool:
