@@ -23,7 +23,6 @@ class ClusterInfo:
     gpus_per_node: int  # in this rank's share
     gpus_num: int  # over all ranks
     gpu_indices: tuple[int, ...]  # positions of this rank's GPUs on its instance
-    gpu_ids: tuple[str, ...]
     hostfile: str  # `<ip> slots=<gpus>` per rank (`<ip>` alone on GPU-less nodes)
 
 
@@ -52,7 +51,6 @@ def cluster_info(
         gpus_per_node=len(mine),
         gpus_num=sum(len(held_ids(r, "gpu")) for r in ordered),
         gpu_indices=tuple(on_node.index(g) for g in mine if g in on_node),
-        gpu_ids=mine,
         hostfile="\n".join(lines) + "\n",
     )
 
@@ -70,9 +68,7 @@ def cluster_env(info: ClusterInfo, hostfile_path: str) -> dict[str, str]:
     env = {
         f"{prefix}_{key}": value for prefix in ("DROVER", "DSTACK") for key, value in values.items()
     }
-    # Processes on the instance itself see its GPUs by position; containers and Nomad's
-    # device plugin use the IDs.
+    # Processes on the instance itself see its GPUs by position (NVIDIA_VISIBLE_DEVICES,
+    # the IDs, comes with every task's environment: env.py).
     env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in info.gpu_indices)
-    if info.gpu_ids:
-        env["NVIDIA_VISIBLE_DEVICES"] = ",".join(info.gpu_ids)
     return env

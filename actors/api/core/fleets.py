@@ -28,8 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from actors.agent.core import FleetSpec
-from contracts.dstack.blocks import resolve_blocks
-from contracts.dstack.fleet import FleetConfiguration, instance_shape
+from contracts.dstack.fleet import FleetConfiguration, instance_shape, instance_total_blocks
 from contracts.dstack.fleet import parse_fleet as parse_fleet_configuration
 from contracts.errors import ValidationError
 from contracts.share import (
@@ -85,7 +84,7 @@ def fleet_spec(config: FleetConfiguration) -> FleetSpec:
         problems.append(
             f"resources.gpu: {shape.gpu_count} GPUs: at most {MAX_GPUS_PER_INSTANCE} per instance"
         )
-    total = resolve_blocks(shape.cpu_count, shape.gpu_count, config.blocks) or 0
+    total = instance_total_blocks(config)  # splittable: the parser checked
     if total > MAX_BLOCKS_PER_INSTANCE:
         problems.append(
             f"blocks: {config.blocks} makes {total} blocks per instance: "
