@@ -86,8 +86,11 @@ def run(fleets: int, instances: int) -> dict[str, Any]:
             started = time.perf_counter()
             for i in range(fleets):
                 call(base, "DELETE", f"/v1/fleet/bench-{i}")
+            # Idle instances drain at once; each fleet goes once its last one has left.
+            deadline = time.monotonic() + 60
+            while (left := len(call(base, "GET", "/v1/fleets"))) and time.monotonic() < deadline:
+                time.sleep(0.05)
             delete_s = time.perf_counter() - started
-            left = len(call(base, "GET", "/v1/fleets"))
             settle()
             deleted, _ = memory_mb()
     return {

@@ -32,9 +32,23 @@ class DriverInfo:
 
 @dataclass(frozen=True, slots=True)
 class DrainStrategy:
+    """Nomad's drain: `deadline_s` > 0 forces what is left off the node that long after
+    `started_at` (unix ns); 0 is no deadline; < 0 forces everything off at once (`-force`).
+    Batch allocations run on until the deadline; the others migrate at once."""
+
     deadline_s: float = 3600.0
     ignore_system_jobs: bool = False
     started_at: int = 0
+
+    @property
+    def forced(self) -> bool:
+        return self.deadline_s < 0
+
+    def deadline_ns(self) -> int | None:
+        """When the rest is forced off (unix ns); None without a deadline."""
+        if self.deadline_s <= 0:
+            return None
+        return self.started_at + int(self.deadline_s * 1e9)
 
 
 @dataclass(frozen=True, slots=True)

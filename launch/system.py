@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 
 LEADER_NAME = "drover-leader"
 FLEETS_AGENT = "sim"  # the one agent hosting every simulated fleet, configured or declared
+DELETE_DEADLINE_S = 3600.0  # a deleted fleet's drain: Nomad's default drain deadline
 REAL_AGENT = "node-"  # agent IDs of the real agents: node-<Ray node ID prefix>
 
 
@@ -165,6 +166,9 @@ class DroverSystem:
                 self.apply_fleet(spec, store=False)
             except ValueError as exc:  # a ray fleet, and this time no Ray nodes to join
                 log.warning('fleet "%s" not restored: %s', spec.name, exc)
+                continue
+            if spec.deleting:  # deleted before the restart: the deletion goes on
+                ray.get(self._fleet_agent().retire_fleet.remote(spec.name, DELETE_DEADLINE_S))
         # Agents register their nodes through the leader's request stream: wait for it, so
         # that the system is ready to schedule on them when start() returns.
         self._wait_for_nodes(
@@ -211,6 +215,14 @@ class DroverSystem:
         """Declare (or redeclare) a simulated fleet: its instances are added to the one agent
         that hosts every declared fleet, so a fleet costs its nodes' records, not a process.
         A redeclared fleet's instances it no longer declares are removed."""
+        current = self.fleet_specs.get(spec.name)
+        if store and current is not None and current.deleting:
+            self._forget_deleted_fleets()
+            if spec.name in self.fleet_specs:
+                raise ValueError(
+                    f'fleet "{spec.name}" is being deleted (its instances are draining): '
+                    "apply it again once it is gone"
+                )
         if spec.backend == "ray":
             taken = [s.name for s in self.fleet_specs.values() if s.backend == "ray"]
             if taken and spec.name not in taken:
@@ -238,17 +250,39 @@ class DroverSystem:
         self._wait_for_nodes(set(node_ids))
         return spec.count
 
-    def delete_fleet(self, name: str) -> int:
-        """Remove a declared fleet: its instances leave the cluster (Nomad's node purge: the
-        jobs with allocations there are re-evaluated, and those allocations replaced).
-        Returns how many instances it had; KeyError if no such fleet was declared."""
+    def delete_fleet(self, name: str, deadline_s: float = DELETE_DEADLINE_S) -> int:
+        """Delete a declared fleet. A simulated fleet's instances are drained (Nomad's drain
+        with `deadline_s`: service work migrates, runs and batch work finish or are forced
+        off at the deadline; < 0 forces at once) and each is removed once drained; the fleet
+        is listed as deleting until then, and a restarted agent resumes the deletion. A Ray
+        fleet's instances stay in the cluster, outside any fleet. Returns how many instances
+        it had; KeyError if no such fleet was declared."""
+        self._forget_deleted_fleets()
         if name not in self.fleet_specs:
             raise KeyError(name)
-        self._redis.hdel(StreamNames(self.config.prefix).fleets, name)
-        spec = self.fleet_specs.pop(name)
+        spec = self.fleet_specs[name]
         if spec.backend == "ray":
+            self._redis.hdel(StreamNames(self.config.prefix).fleets, name)
+            del self.fleet_specs[name]
             return sum(ray.get([a.leave_fleet.remote(name) for a in self._real_agents()]))
-        return int(ray.get(self._fleet_agent().release_fleet.remote(name)))
+        deleting = replace(spec, deleting=True)
+        self._redis.hset(
+            StreamNames(self.config.prefix).fleets, name, orjson.dumps(asdict(deleting))
+        )
+        self.fleet_specs[name] = deleting
+        return int(ray.get(self._fleet_agent().retire_fleet.remote(name, deadline_s)))
+
+    def _forget_deleted_fleets(self) -> None:
+        """Deleting fleets whose last instance is gone are forgotten."""
+        deleting = [s.name for s in self.fleet_specs.values() if s.deleting]
+        if not deleting:
+            return
+        agent = self._fleet_agent()
+        left = ray.get([agent.fleet_instances.remote(name) for name in deleting])
+        for name, count in zip(deleting, left, strict=True):
+            if count == 0:
+                self._redis.hdel(StreamNames(self.config.prefix).fleets, name)
+                self.fleet_specs.pop(name, None)
 
     def _real_agents(self) -> list[Any]:
         return [a for agent_id, a in self.agents.items() if agent_id.startswith(REAL_AGENT)]
@@ -272,6 +306,7 @@ class DroverSystem:
             time.sleep(0.2)  # each poll copies every node out of the leader
 
     def fleets(self) -> list[FleetSpec]:
+        self._forget_deleted_fleets()
         return list(self.fleet_specs.values())
 
     def _declared_fleets(self) -> list[FleetSpec]:

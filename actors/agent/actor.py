@@ -23,7 +23,7 @@ from actors.agent.service import AgentService
 from actors.runtime.shell import ServiceShell, actor_telemetry
 from actors.streams.client import connect
 from actors.streams.names import StreamNames
-from contracts import Node
+from contracts import DrainStrategy, Node
 from contracts.share import FLEET_ATTRIBUTE
 
 
@@ -102,6 +102,16 @@ class AgentActor(ServiceShell):
         if nodes:
             self.service.host(nodes)
         return len(nodes)
+
+    def retire_fleet(self, name: str, deadline_s: float) -> int:
+        """Drain a fleet's instances, removing each once drained (AgentService.retire).
+        Returns how many instances are retiring."""
+        ids = [n.id for n in self.service.nodes if n.attributes.get(FLEET_ATTRIBUTE) == name]
+        return self.service.retire(ids, DrainStrategy(deadline_s=deadline_s))
+
+    def fleet_instances(self, name: str) -> int:
+        """How many instances of `name` this agent still hosts."""
+        return sum(1 for n in self.service.nodes if n.attributes.get(FLEET_ATTRIBUTE) == name)
 
     def release_fleet(self, name: str) -> int:
         """Stop hosting a fleet's instances; the leader removes them (see AgentService.release).

@@ -26,12 +26,13 @@ from opentelemetry.trace import SpanKind
 
 from actors.agent.core import ClientCore, Driver
 from actors.agent.core.cluster import cluster_env, cluster_info
+from actors.agent.core.retire import Retirement
 from actors.process_settings import tune_gc, when_idle
 from actors.runtime.replica import LogReplica
 from actors.state import StateStore
 from actors.streams import StreamBus
 from actors.streams.names import StreamNames
-from contracts import CLIENT_TERMINAL, Allocation, ClientStatus, Node
+from contracts import CLIENT_TERMINAL, Allocation, ClientStatus, DrainStrategy, Node
 from contracts.alloc_batch import ROW_NODE_ID
 from contracts.messages import LeaderRequest, RequestKind
 from contracts.state_log import (
@@ -98,6 +99,7 @@ class AgentService:
             reduce=_without_allocs,
         )
         self.stats = {"updates": 0, "heartbeats": 0}
+        self.retirement = Retirement()  # hosted instances draining before their removal
         # Set by the log-tail thread when it hands the core allocations to act on.
         self._work = threading.Event()
 
@@ -134,6 +136,8 @@ class AgentService:
                     with self.lock:
                         self.core.forget_terminal()
                     next_sweep = now + SWEEP_INTERVAL_S
+                if self.retirement:
+                    self._release_drained()
                 if self.report():
                     stop.wait(REPORT_GAP_S)
                 else:
@@ -176,6 +180,7 @@ class AgentService:
         heartbeats end, and the leader is asked to remove them, which re-evaluates the jobs
         that had allocations there. Returns how many allocations they had."""
         gone = set(node_ids)
+        self.retirement.forget(gone)
         with self.lock:
             gone &= set(self.node_ids)
             self.nodes = [n for n in self.nodes if n.id not in gone]
@@ -190,6 +195,33 @@ class AgentService:
                 )
             )
         return allocs
+
+    def retire(self, node_ids: Collection[str], drain: DrainStrategy) -> int:
+        """Drain hosted `node_ids`, then release them once drained (core/retire.py): a
+        deleted fleet leaves gracefully. Returns how many are retiring."""
+        with self.lock:
+            hosted = set(self.node_ids)
+        ids = sorted(set(node_ids) & hosted)
+        store = self.replica.store
+        for node_id in self.retirement.begin(ids, store.latest_index(), store.node):
+            self._send(
+                LeaderRequest(
+                    RequestKind.DRAIN_NODE,
+                    request_id=str(uuid.uuid4()),
+                    node_ids=(node_id,),
+                    drain=drain,
+                )
+            )
+        self._work.set()
+        return len(ids)
+
+    def retiring(self) -> int:
+        return len(self.retirement)
+
+    def _release_drained(self) -> None:
+        done = self.retirement.drained(self.replica.store.node)
+        if done:
+            self.release(done)
 
     def report(self) -> int:
         """Advance the allocations and send what changed, in one message."""

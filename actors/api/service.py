@@ -37,7 +37,7 @@ class FleetManager(Protocol):
 
     def fleets(self) -> Sequence[FleetSpec]: ...
 
-    def delete_fleet(self, name: str) -> int: ...
+    def delete_fleet(self, name: str, deadline_s: float) -> int: ...
 
 
 class ApiService:
@@ -140,10 +140,10 @@ class ApiService:
     def package_job(self, job: Job) -> Job:
         return self.packager(job) if self.packager is not None else job
 
-    def delete_fleet(self, name: str) -> int:
+    def delete_fleet(self, name: str, deadline_s: float) -> int:
         if self.fleet_manager is None:
             raise KeyError(name)
-        return self.fleet_manager.delete_fleet(name)
+        return self.fleet_manager.delete_fleet(name, deadline_s)
 
 
 def _token_dict(token: AclToken) -> dict[str, Any]:

@@ -167,6 +167,9 @@ class LeaderService:
         expired = self.heartbeats.expired(time.monotonic())
         if expired:
             self._commit(self.core.mark_nodes_down(expired))
+        due_at = self.core.deadlines.next_at()
+        if due_at is not None and due_at <= self._now_ns():
+            self._commit(self.core.due())  # drain deadlines, runs' wait limits
         # Heartbeats alone change nothing: a turn counts as busy for the heap pacer only if
         # it committed something (agents beat every few seconds; each would otherwise keep
         # the idle sweep off for good).
@@ -548,6 +551,7 @@ class LeaderService:
                     applied.popitem(last=False)
         self.store, self.applied = store, applied
         self.core = LeaderCore(store, now_ns=self._now_ns, new_id=lambda: str(uuid.uuid4()))
+        self.core.rebuild_deadlines()
         self.stats.index = store.latest_index()
         self._store_lost = False
 

@@ -93,11 +93,11 @@ def _enable_disable(args: argparse.Namespace) -> bool:
 def node_drain(args: argparse.Namespace, client: ApiClient) -> int:
     enable = _enable_disable(args)
     node_id = client.resolve("node", args.node)
-    spec = (
-        {"Deadline": int(args.deadline * 1e9), "IgnoreSystemJobs": args.ignore_system}
-        if enable
-        else None
-    )
+    if args.force and args.no_deadline:
+        raise CliError("-force and -no-deadline are mutually exclusive")
+    # Nomad's DrainSpec.Deadline: < 0 forces everything off now, 0 never forces.
+    deadline_ns = -1 if args.force else 0 if args.no_deadline else int(args.deadline * 1e9)
+    spec = {"Deadline": deadline_ns, "IgnoreSystemJobs": args.ignore_system} if enable else None
     reply = client.post(
         f"/v1/node/{segment(node_id)}/drain",
         {"NodeID": node_id, "DrainSpec": spec, "MarkEligible": not enable},
@@ -226,7 +226,16 @@ def add_parsers(commands: Any, flag: Any) -> None:
         flag(p, "-enable", action="store_true")
         flag(p, "-disable", action="store_true")
         if name == "drain":
-            flag(p, "-deadline", type=float, default=3600.0, help="seconds (default 1h)")
+            flag(
+                p,
+                "-deadline",
+                type=float,
+                default=3600.0,
+                help="seconds until what is left is forced off; batch work runs until then"
+                " (default 1h)",
+            )
+            flag(p, "-force", action="store_true", help="force everything off at once")
+            flag(p, "-no-deadline", action="store_true", help="never force batch work off")
             flag(p, "-ignore-system", action="store_true", help="leave system jobs running")
             flag(p, "-yes", action="store_true", help="accepted for Nomad compatibility")
         p.add_argument("node")

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 from typing import Any
 
@@ -137,8 +138,20 @@ def fleet_status(args: argparse.Namespace, client: ApiClient) -> int:
 
 
 def fleet_delete(args: argparse.Namespace, client: ApiClient) -> int:
-    reply = client.delete(f"/v1/fleet/{segment(args.fleet)}")
-    print(f'Fleet "{reply["Name"]}" deleted: {reply["Removed"]} instances removed')
+    """Drain the fleet's instances and remove each once drained; wait for that unless
+    -detach (Nomad's `node drain` deadline: runs and batch work finish, or are forced off at
+    the deadline; -force at once)."""
+    query = {"force": "true"} if args.force else {"deadline": f"{args.deadline:g}"}
+    reply = client.delete(f"/v1/fleet/{segment(args.fleet)}", **query)
+    print(f'Fleet "{reply["Name"]}" deleting: {reply["Draining"]} instances draining')
+    while not args.detach:
+        fleet = next((f for f in client.get("/v1/fleets") if f["Name"] == reply["Name"]), None)
+        if fleet is None:
+            print(f'Fleet "{reply["Name"]}" deleted')
+            break
+        left, allocs = len(fleet["Instances"]), fleet["Allocs"]
+        print(f"    {left} instances left, {allocs} allocations on them")
+        time.sleep(args.poll)
     return 0
 
 
@@ -235,5 +248,9 @@ def add_parsers(commands: Any, flag: Any) -> None:
     p.add_argument("file")
     p = cmd(fleet, "status", fleet_status, "list the fleets, or show one", json=True)
     p.add_argument("fleet", nargs="?")
-    p = cmd(fleet, "delete", fleet_delete, "delete a fleet: its instances are removed")
+    p = cmd(fleet, "delete", fleet_delete, "delete a fleet: its instances drain, then leave")
+    flag(p, "-deadline", type=float, default=3600.0, help="seconds before runs are forced off")
+    flag(p, "-force", action="store_true", help="force everything off at once")
+    flag(p, "-detach", action="store_true", help="return at once; do not wait for the removal")
+    flag(p, "-poll", type=float, default=2.0, help=argparse.SUPPRESS)
     p.add_argument("fleet")

@@ -104,6 +104,15 @@ def test_a_ray_fleet_is_the_clusters_nodes_split_into_blocks(drover, e2e, ray_fl
     assert {i["NodeID"] for i in fleet["Instances"]} == ray_nodes
 
 
+def test_a_second_ray_fleet_is_refused(drover, ray_fleet: str, tmp_path: Path) -> None:
+    """The cluster's nodes are one fleet's instances at a time."""
+    other = tmp_path / "other.yaml"
+    other.write_text("type: fleet\nname: other-ray\nbackend: ray\n")
+    code, _, err = drover("apply", "-f", str(other))
+    assert code == 1
+    assert f'already the instances of fleet "{ray_fleet}": delete it first' in err
+
+
 def test_issue_2650_on_a_ray_cluster(drover, e2e, ray_fleet: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
     out.mkdir()

@@ -212,7 +212,7 @@ def test_fleets_are_data_and_can_be_deleted(
     names = {f["Name"] for f in e2e.json_of(drover, "fleet", "status")}
     assert {f"many-{i}" for i in range(5)} <= names
     code, out, _ = drover("fleet", "delete", "many-0")
-    assert code == 0 and "2 instances removed" in out
+    assert code == 0 and out.endswith('Fleet "many-0" deleted\n'), out
     assert "many-0" not in {f["Name"] for f in e2e.json_of(drover, "fleet", "status")}
     e2e.wait_for(
         lambda: (
@@ -222,3 +222,45 @@ def test_fleets_are_data_and_can_be_deleted(
     )
     code, _, err = drover("fleet", "delete", "many-0")
     assert code == 1 and "not found" in err
+
+
+def test_a_deleted_fleet_drains_its_runs_first_and_a_run_waits_only_so_long(
+    drover, e2e, tmp_path: Path
+) -> None:
+    """`fleet delete` drains: a running run finishes (nothing new is placed there), then
+    the instances leave. A run with `retry.duration` fails once it has waited that long."""
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(FLEET_2650.replace("iperf-fleet", "retiring-fleet"))
+    assert drover("apply", "-f", str(fleet))[0] == 0
+    task = tmp_path / "task.yaml"
+    task.write_text(
+        "type: task\nname: last\nnodes: 2\nfleets: [retiring-fleet]\n"
+        "resources: {cpu: 1.., memory: 1GB.., disk: 1GB..}\nmock: {run_for: 4s}\n"
+    )
+    assert drover("apply", "-f", str(task))[0] == 0
+    e2e.wait_for(
+        lambda: e2e.json_of(drover, "run", "status", "last")["Status"] == "running", "the run"
+    )
+    code, out, _ = drover("fleet", "delete", "-detach", "retiring-fleet")
+    assert (code, out) == (0, 'Fleet "retiring-fleet" deleting: 2 instances draining\n')
+    status = e2e.json_of(drover, "fleet", "status", "retiring-fleet")
+    assert status["Status"] == "deleting"
+    late = tmp_path / "late.yaml"
+    late.write_text(
+        "type: task\nname: late\nfleets: [retiring-fleet]\nretry: {duration: 2s}\n"
+        "resources: {cpu: 1, memory: 1GB.., disk: 1GB..}\nmock: {run_for: 1s}\n"
+    )
+    assert drover("apply", "-f", str(late))[0] == 0
+    e2e.wait_for(
+        lambda: e2e.json_of(drover, "run", "status", "last")["Status"] == "done",
+        "the run to finish on the draining fleet",
+    )
+    failed = e2e.wait_for(
+        lambda: (r := e2e.json_of(drover, "run", "status", "late"))["Status"] == "failed" and r,
+        "the late run to give up",
+    )
+    assert failed["Ranks"] == [] and failed["TerminationReason"] == "no-capacity"
+    e2e.wait_for(
+        lambda: "retiring-fleet" not in {f["Name"] for f in e2e.json_of(drover, "fleet", "status")},
+        "the drained fleet to go",
+    )

@@ -70,6 +70,7 @@ class FleetSpec:
     gpu_vendor: str = "nvidia"
     address: str = "127.0.0.1"
     backend: str = "simulated"  # or "ray": the Ray cluster's nodes are the instances
+    deleting: bool = False  # `fleet delete` drains its instances; it goes once they are gone
 
 
 def node_id_for(name: str) -> str:

@@ -61,6 +61,7 @@ class Backend(Protocol):
         URIs: launch/ray_packages.py); as is where no Ray is attached."""
         ...
 
-    def delete_fleet(self, name: str) -> int:
-        """Remove a declared fleet; returns how many instances it had. KeyError: unknown."""
+    def delete_fleet(self, name: str, deadline_s: float) -> int:
+        """Delete a declared fleet: its instances drain (Nomad's drain deadline; < 0 forces at
+        once) and each leaves once drained. Returns how many are draining. KeyError: unknown."""
         ...

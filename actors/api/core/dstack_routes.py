@@ -3,7 +3,8 @@
 GET    /v1/fleets             every fleet: instances, blocks busy / total
 POST   /v1/fleets             {"Fleet": {...fleet file's keys...}}: declare or redeclare
 GET    /v1/fleet/:name        one fleet, with each instance's `k/T busy`
-DELETE /v1/fleet/:name        remove it: its instances leave (their jobs re-evaluated)
+DELETE /v1/fleet/:name        delete it: its instances drain, each removed once drained
+                              (?deadline=SECONDS, default 1h; ?force=true: at once)
 GET    /v1/runs               every run (a job made from a task file), with its ranks
 POST   /v1/runs               {"Run": {...task file's keys...}, "WorkingDir": "..."}
 GET    /v1/run/:name          one run
@@ -62,6 +63,7 @@ def _fleet_json(state: StateReader, spec: FleetSpec) -> dict[str, Any]:
     ready = [i for i in instances if i["Status"] == NodeStatus.READY.value]
     return {
         **fleet_to_json(spec),
+        "Status": "deleting" if spec.deleting else "active",
         "Ready": len(ready),
         "Down": len(instances) - len(ready),
         "Ineligible": sum(1 for i in instances if i["Eligibility"] == "ineligible"),
@@ -104,13 +106,25 @@ def apply_fleet(call: Call) -> ApiResponse:
     return ApiResponse(200, {"Name": spec.name, "Nodes": registered})
 
 
+DEFAULT_DELETE_DEADLINE_S = 3600.0  # Nomad's default drain deadline
+
+
 def delete_fleet(call: Call) -> ApiResponse:
     name = call.params["name"]
+    raw = call.query("deadline")
     try:
-        removed = call.backend.delete_fleet(name)
+        deadline = float(raw) if raw else DEFAULT_DELETE_DEADLINE_S
+    except ValueError:
+        raise bad_request(f"deadline: expected seconds, got {raw!r}") from None
+    if deadline <= 0 or deadline != deadline:
+        raise bad_request(f"deadline: expected seconds above 0, got {raw!r} (or use force=true)")
+    if call.flag("force"):
+        deadline = -1.0
+    try:
+        draining = call.backend.delete_fleet(name, deadline)
     except KeyError:
         raise ApiError(404, f'fleet "{name}" not found') from None
-    return ApiResponse(200, {"Name": name, "Removed": removed})
+    return ApiResponse(200, {"Name": name, "Draining": draining, "DeadlineSeconds": deadline})
 
 
 # -- runs -----------------------------------------------------------------------------------------
@@ -160,9 +174,12 @@ def submit_run(call: Call) -> ApiResponse:
     fail_fast = raw.get("retry") is False or (
         config.retry is not None and "no-capacity" not in config.retry.on_events
     )
+    # Retry on no-capacity: wait that long at most (dstack's retry.duration).
+    waits = config.retry is not None and "no-capacity" in config.retry.on_events
     job = run_job(
         config,
         fail_without_capacity=fail_fast,
+        wait_limit_s=float(config.retry.duration_s) if waits and config.retry else None,
         working_dir=working_dir,
         priority_given="priority" in raw,
     )

@@ -16,7 +16,8 @@ the HTTP API and the CLI all work for it:
 Priority: dstack's 0..100 (default 0) becomes Nomad's job priority, clamped to 1..100, and
 50 (Nomad's default) when the file gives none. With no capacity a run waits (a blocked
 evaluation) and starts as soon as instances free up; `retry: false` asks for dstack's
-behaviour instead: the run fails at once.
+behaviour instead: the run fails at once. `retry` with `no-capacity` and a `duration` waits
+that long at most: the leader then fails the run (actors/leader/core/runs.py).
 """
 
 from __future__ import annotations
@@ -41,13 +42,16 @@ from contracts import (
 from contracts.dstack.task import TaskConfiguration
 from contracts.share import (
     BLOCK_TYPE,
+    ENDED_NO_CAPACITY,
     FLEET_ATTRIBUTE,
     MASTER_DONE,
     NO_CAPACITY_FAIL,
     NO_CAPACITY_META,
     NO_CAPACITY_WAIT,
+    RUN_ENDED_META,
     RUN_META,
     STOP_CRITERIA_META,
+    WAIT_LIMIT_META,
     held_ids,
     node_block_ids,
     share_request,
@@ -63,12 +67,14 @@ def run_job(
     config: TaskConfiguration,
     *,
     fail_without_capacity: bool = False,
+    wait_limit_s: float | None = None,
     working_dir: str = "",
     priority_given: bool = True,
 ) -> Job:
     """The job a run is. `working_dir`: where the task file is (commands and Ray's
     working_dir default to it), unless the file sets `working_dir`; `priority_given`: the
-    file set `priority` (else the run gets Nomad's default, 50)."""
+    file set `priority` (else the run gets Nomad's default, 50); `wait_limit_s`: how long
+    the run may wait for capacity (None: for good)."""
     name = config.name or f"run-{secrets.token_hex(3)}"
     directory = config.working_dir or working_dir
     driver = config.effective_driver
@@ -110,6 +116,7 @@ def run_job(
             RUN_META: "task",
             STOP_CRITERIA_META: config.stop_criteria,
             NO_CAPACITY_META: NO_CAPACITY_FAIL if fail_without_capacity else NO_CAPACITY_WAIT,
+            **({WAIT_LIMIT_META: f"{wait_limit_s:g}"} if wait_limit_s is not None else {}),
         },
     )
 
@@ -139,7 +146,7 @@ def run_status(
     if ranks and completed >= count and not live:
         return "done"
     if job.stop:
-        return "terminated"
+        return "failed" if job.meta.get(RUN_ENDED_META) == ENDED_NO_CAPACITY else "terminated"
     if live and all(a.client_status is ClientStatus.RUNNING for a in live):
         return "running"
     if live:
@@ -200,4 +207,6 @@ def run_to_json(
         "SubmitTime": job.submit_time,
         "Ranks": ranks,
         "Waiting": dict(waiting.dimension_exhausted) if waiting else {},
+        "WaitLimit": job.meta.get(WAIT_LIMIT_META, ""),  # seconds; "" waits for good
+        "TerminationReason": job.meta.get(RUN_ENDED_META, ""),
     }

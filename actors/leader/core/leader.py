@@ -11,6 +11,7 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from actors.leader.core.deadlines import DeadlineKind, Deadlines
 from actors.leader.core.job_lifecycle import (
     JobWrite,
     register_job,
@@ -24,11 +25,12 @@ from actors.leader.core.operator_ops import (
     completed_drains,
     drain_node,
     evaluate_job,
+    force_drain,
     set_eligibility,
     stop_alloc,
 )
 from actors.leader.core.plan_eval import evaluate_plan
-from actors.leader.core.runs import ends_run, runs_on_nodes
+from actors.leader.core.runs import end_waiting_run, ends_run, runs_on_nodes, wait_deadline
 from actors.state import StateReader
 from contracts import (
     CLIENT_TERMINAL,
@@ -51,6 +53,7 @@ from contracts.state_log import (
     UpdateAllocsClientStatus,
     UpsertAllocs,
     UpsertEvals,
+    UpsertJob,
     UpsertNodes,
 )
 
@@ -91,6 +94,62 @@ class LeaderCore:
         self.state = state
         self.now_ns = now_ns
         self.new_id = new_id
+        self.deadlines = Deadlines()
+
+    # -- timers (deadlines.py) --------------------------------------------------------------------
+
+    def rebuild_deadlines(self) -> int:
+        """After a (re)load: the timers the state implies (one pass over nodes and jobs)."""
+        self.deadlines = Deadlines()
+        for node in self.state.nodes():
+            self._track_drain(node)
+        for job in self.state.jobs():
+            self._track_run(job)
+        return len(self.deadlines)
+
+    def due(self) -> list[StateChange]:
+        """What the timers that came due decide: forced drains, runs that waited too long."""
+        now = self.now_ns()
+        changes: list[StateChange] = []
+        for item in self.deadlines.pop_due(now):
+            if item.kind is DeadlineKind.DRAIN:
+                node_id, started_at = str(item.key[0]), int(item.key[1])
+                changes += force_drain(
+                    self.state, node_id, started_at, now_ns=now, new_eval=self._eval
+                ).changes
+                changes += self._end_runs_on([node_id])
+            else:
+                namespace, job_id, submit_time = item.key
+                changes += end_waiting_run(
+                    self.state,
+                    str(namespace),
+                    str(job_id),
+                    int(submit_time),
+                    now_ns=now,
+                    new_id=self.new_id,
+                )
+        return changes
+
+    def _track_drain(self, node: Node) -> None:
+        strategy = node.drain_strategy
+        at = strategy.deadline_ns() if strategy is not None else None
+        if strategy is not None and at is not None:
+            self.deadlines.add(at, DeadlineKind.DRAIN, (node.id, strategy.started_at))
+
+    def _track_run(self, job: Job) -> None:
+        at = wait_deadline(job)
+        if at is not None:
+            self.deadlines.add(at, DeadlineKind.RUN_WAIT, (job.namespace, job.id, job.submit_time))
+
+    def _track(self, changes: Iterable[StateChange]) -> None:
+        """Timers started by changes about to be committed (a drain, a run that may wait
+        only so long). Pushed before the commit: if it fails, the timer finds nothing due."""
+        for change in changes:
+            if isinstance(change, UpsertNodes):
+                for node in change.nodes:
+                    self._track_drain(node)
+            elif isinstance(change, UpsertJob):
+                self._track_run(change.job)
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -200,6 +259,8 @@ class LeaderCore:
         raise ValidationError(f"unknown request kind {kind!r}")
 
     def _job_write(self, request: LeaderRequest, write: JobWrite) -> Decision:
+        if write.change is not None:
+            self._track((write.change,))
         return Decision(
             changes=[write.change] if write.change is not None else [],
             response=LeaderResponse(
@@ -217,7 +278,7 @@ class LeaderCore:
         if not request.node_ids:
             raise ValidationError(f"{kind}: NodeID is required")
         if kind is RequestKind.DRAIN_NODE:
-            return drain_node(
+            write = drain_node(
                 self.state,
                 request.node_ids[0],
                 request.drain,
@@ -226,6 +287,9 @@ class LeaderCore:
                 new_eval=self._eval,
                 node_evals=self.node_evals,
             )
+            if request.drain is not None and request.drain.forced:
+                write.changes += self._end_runs_on(request.node_ids[:1])
+            return write
         return set_eligibility(
             self.state,
             request.node_ids[0],
@@ -235,6 +299,7 @@ class LeaderCore:
         )
 
     def _operator_write(self, request: LeaderRequest, write: OperatorWrite) -> Decision:
+        self._track(write.changes)
         return Decision(
             changes=write.changes,
             response=LeaderResponse(
@@ -270,6 +335,15 @@ class LeaderCore:
         for node in nodes:
             node = node if node.computed_class else node.with_computed_class()
             previous = self.state.node(node.id)
+            if previous is not None:
+                # Nomad's node registration keeps what operators set: a client registering
+                # again (a restart, a fleet redeclared) does not end a drain or make an
+                # ineligible node eligible.
+                node = dataclasses.replace(
+                    node,
+                    drain_strategy=previous.drain_strategy,
+                    scheduling_eligibility=previous.scheduling_eligibility,
+                )
             fresh.append(node)
             became_ready = node.status is NodeStatus.READY and (
                 previous is None or previous.status is not NodeStatus.READY

@@ -126,9 +126,14 @@ class Canned:
     address: str = ""
     routes: dict[tuple[str, str], tuple[int, Any, int]] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
+    turns: dict[tuple[str, str], list[Any]] = field(default_factory=dict)
 
     def answer(self, method: str, path: str, body: Any, status: int = 200, index: int = 0) -> None:
         self.routes[(method, path)] = (status, body, index)
+
+    def answer_in_turn(self, method: str, path: str, bodies: list[Any]) -> None:
+        """Each call gets the next body; the last one repeats."""
+        self.turns[(method, path)] = list(bodies)
 
 
 @pytest.fixture
@@ -155,6 +160,9 @@ def canned() -> Iterator[Canned]:
             status, body, index = state.routes.get(
                 (self.command, url.path), (404, f"no route {url.path}", 0)
             )
+            turns = state.turns.get((self.command, url.path))
+            if turns:
+                status, body = 200, turns.pop(0) if len(turns) > 1 else turns[0]
             payload = body.encode() if isinstance(body, str) else orjson.dumps(body)
             self.send_response(status)
             self.send_header("Content-Length", str(len(payload)))

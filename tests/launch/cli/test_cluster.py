@@ -146,7 +146,7 @@ def test_drain_bodies_and_the_tables_of_canned_answers(cli: Cli, canned: Any) ->
         '    Evaluation "e0e1e2e3" migrates its allocations\n'
     )
     assert cli("-address", canned.address, "node", "drain", "-disable", "big-0")[0] == 0
-    lookup, enable, _, disable = canned.requests
+    lookup, enable, _, disable = canned.requests[:4]
     assert lookup.query == {"prefix": "0a1b", "namespace": "*"}
     assert enable.body == {
         "NodeID": NODE_A,
@@ -154,6 +154,14 @@ def test_drain_bodies_and_the_tables_of_canned_answers(cli: Cli, canned: Any) ->
         "MarkEligible": False,
     }
     assert disable.body == {"NodeID": NODE_A, "DrainSpec": None, "MarkEligible": True}
+    # Nomad's -force and -no-deadline are deadlines < 0 and 0.
+    for option, deadline in (("-force", -1), ("-no-deadline", 0)):
+        assert cli("-address", canned.address, "node", "drain", "-enable", option, "big-0")[0] == 0
+        assert canned.requests[-1].body["DrainSpec"]["Deadline"] == deadline
+    code, _, err = cli(
+        "-address", canned.address, "node", "drain", "-enable", "-force", "-no-deadline", "big-0"
+    )
+    assert (code, err) == (1, "drover: -force and -no-deadline are mutually exclusive\n")
 
     canned.answer("GET", "/v1/allocations", [{"ID": "a1"}, {"ID": "a2"}])
     code, _, err = cli("-address", canned.address, "alloc", "status", "a")

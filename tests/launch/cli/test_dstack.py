@@ -63,3 +63,24 @@ def test_ps_run_status_and_stop(cli: Any, canned: Any) -> None:
     canned.answer("POST", "/v1/run/iperf/stop", {"Name": "iperf", "EvalID": "f0f1f2f3-y"})
     code, out, _ = cli("-address", canned.address, "stop", "iperf")
     assert (code, out) == (0, 'Run "iperf" stopping (evaluation f0f1f2f3)\n')
+
+
+def test_fleet_delete_drains_then_waits_for_the_fleet_to_go(cli: Any, canned: Any) -> None:
+    canned.answer("DELETE", "/v1/fleet/gpu", {"Name": "gpu", "Draining": 2, "DeadlineSeconds": 600})
+    left = {"Name": "gpu", "Instances": [{}, {}], "Allocs": 1}
+    canned.answer_in_turn("GET", "/v1/fleets", [[left], [left], []])
+    code, out, _ = cli(
+        "-address", canned.address, "fleet", "delete", "-deadline", "600", "-poll", "0.01", "gpu"
+    )
+    assert code == 0
+    assert out == (
+        'Fleet "gpu" deleting: 2 instances draining\n'
+        "    2 instances left, 1 allocations on them\n"
+        "    2 instances left, 1 allocations on them\n"
+        'Fleet "gpu" deleted\n'
+    )
+    assert canned.requests[0].query == {"deadline": "600"}
+
+    code, out, _ = cli("-address", canned.address, "fleet", "delete", "-force", "-detach", "gpu")
+    assert (code, out) == (0, 'Fleet "gpu" deleting: 2 instances draining\n')
+    assert canned.requests[-1].query == {"force": "true"}

@@ -13,12 +13,13 @@ import orjson
 import pytest
 
 from actors.agent.core import FleetSpec, simulated_nodes
+from actors.agent.core.retire import Retirement
 from actors.api.core import AclToken, Api, ApiError, ApiRequest, ApiResponse
 from actors.leader.core.inprocess_planner import InProcessPlanner
 from actors.leader.core.leader import LeaderCore
 from actors.state import StateReader, StateStore
 from actors.worker.core.scheduler import new_scheduler
-from contracts import EvalStatus, Job
+from contracts import DrainStrategy, EvalStatus, Job
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
 
 
@@ -31,6 +32,7 @@ class MemoryBackend:
         self.core = LeaderCore(self.store, now_ns=lambda: 1_000, new_id=lambda: next(ids))
         self.tokens: dict[str, AclToken] = {}
         self.declared: dict[str, FleetSpec] = {}
+        self.retirement = Retirement()
         self.changed = threading.Condition()
         self.waits: list[float] = []  # each wait_after's timeout, in the order asked
         self.waiting = threading.Event()  # set when a blocking read starts waiting
@@ -78,13 +80,29 @@ class MemoryBackend:
         return spec.count
 
     def fleets(self) -> Sequence[FleetSpec]:
+        self.settle_deletions()
         return list(self.declared.values())
 
-    def delete_fleet(self, name: str) -> int:
-        spec = self.declared.pop(name)
-        node_ids = tuple(n.id for n in simulated_nodes(spec))
-        self.write(LeaderRequest(RequestKind.DELETE_NODES, node_ids=node_ids))
+    def delete_fleet(self, name: str, deadline_s: float) -> int:
+        """As the system does: the instances drain (the real Retirement of the hosting
+        agent), each removed once drained (`settle_deletions`, the agent's loop)."""
+        spec = self.declared[name]
+        self.declared[name] = dataclasses.replace(spec, deleting=True)
+        node_ids = [n.id for n in simulated_nodes(spec)]
+        asked = self.retirement.begin(node_ids, self.store.latest_index(), self.store.node)
+        for node_id in asked:
+            drain = DrainStrategy(deadline_s=deadline_s)
+            self.write(LeaderRequest(RequestKind.DRAIN_NODE, node_ids=(node_id,), drain=drain))
+        self.settle_deletions()
         return len(node_ids)
+
+    def settle_deletions(self) -> None:
+        done = self.retirement.drained(self.store.node)
+        if done:
+            self.write(LeaderRequest(RequestKind.DELETE_NODES, node_ids=tuple(done)))
+        for name, spec in list(self.declared.items()):
+            if spec.deleting and not any(self.store.node(n.id) for n in simulated_nodes(spec)):
+                del self.declared[name]
 
     def package_job(self, job: Job) -> Job:
         return job  # no Ray here: nothing to upload

@@ -119,26 +119,64 @@ def test_a_run_name_taken_by_a_plain_job_is_a_conflict(call, backend) -> None:
     assert call("GET", "/v1/run/web").status == 404
 
 
-def test_deleting_a_fleet_removes_its_instances(call, backend) -> None:
+def test_deleting_an_idle_fleet_removes_its_instances_at_once(call, backend) -> None:
     call("POST", "/v1/fleets", {"Fleet": CLUSTER})
     deleted = call("DELETE", "/v1/fleet/c2650")
-    assert deleted.status == 200 and deleted.body["Removed"] == 2
+    assert deleted.status == 200 and deleted.body["Draining"] == 2
+    assert deleted.body["DeadlineSeconds"] == 3600
     names = [n["Name"] for n in call("GET", "/v1/nodes").body]
     assert not [n for n in names if n.startswith("c2650-")]
+    assert call("GET", "/v1/fleet/c2650").status == 404
     assert call("DELETE", "/v1/fleet/c2650").status == 404
+
+
+def test_deleting_a_fleet_lets_its_runs_finish_first(call, backend) -> None:
+    call("POST", "/v1/fleets", {"Fleet": CLUSTER})
+    call("POST", "/v1/runs", {"Run": GANG})
+    backend.schedule_pending()
+    _report(backend, call("GET", "/v1/run/iperf").body, ClientStatus.RUNNING)
+    assert call("DELETE", "/v1/fleet/c2650", deadline="600").status == 200
+    backend.schedule_pending()
+    fleet = call("GET", "/v1/fleet/c2650").body
+    assert fleet["Status"] == "deleting" and fleet["Ineligible"] == 2
+    assert call("GET", "/v1/run/iperf").body["Status"] == "running", "ranks run on"
+    again = call("POST", "/v1/runs", {"Run": {**GANG, "name": "second"}})
+    backend.schedule_pending()
+    assert again.status == 200
+    assert call("GET", "/v1/run/second").body["Ranks"] == [], "nothing new is placed there"
+
+    _report(backend, call("GET", "/v1/run/iperf").body, ClientStatus.COMPLETE)
+    assert call("GET", "/v1/run/iperf").body["Status"] == "done"
+    assert call("GET", "/v1/fleet/c2650").status == 404, "drained, then removed"
+
+
+def test_a_forced_fleet_deletion_ends_its_runs(call, backend) -> None:
+    call("POST", "/v1/fleets", {"Fleet": CLUSTER})
+    call("POST", "/v1/runs", {"Run": GANG})
+    backend.schedule_pending()
+    _report(backend, call("GET", "/v1/run/iperf").body, ClientStatus.RUNNING)
+    deleted = call("DELETE", "/v1/fleet/c2650", force="true")
+    assert deleted.body["DeadlineSeconds"] == -1
+    backend.schedule_pending()
+    assert call("GET", "/v1/run/iperf").body["Status"] == "terminated"
+    assert backend.store.job("default", "iperf").stop
+    for bad in ("0", "-5", "soon", "nan"):
+        refused = call("DELETE", "/v1/fleet/sim", deadline=bad)
+        assert refused.status == 400 and "deadline: expected seconds" in refused.body
 
 
 # -- review fixes -------------------------------------------------------------------------------
 
 
 def test_a_run_whose_instance_goes_away_fails(call, backend) -> None:
-    """Deleting the fleet under a running gang ends the run (its job stops) instead of
-    replacing one rank on its own."""
+    """Instances removed under a running gang (Nomad's node purge) end the run (its job
+    stops) instead of replacing one rank on its own."""
     call("POST", "/v1/fleets", {"Fleet": CLUSTER})
     call("POST", "/v1/runs", {"Run": GANG})
     backend.schedule_pending()
     _report(backend, call("GET", "/v1/run/iperf").body, ClientStatus.RUNNING)
-    assert call("DELETE", "/v1/fleet/c2650").status == 200
+    instances = [n.id for n in backend.store.nodes() if n.name.startswith("c2650-")]
+    backend.write(LeaderRequest(RequestKind.DELETE_NODES, node_ids=tuple(instances)))
     backend.schedule_pending()
     run = call("GET", "/v1/run/iperf").body
     assert run["Status"] == "failed"

@@ -1,0 +1,58 @@
+"""The leader's timers: moments at which it must decide something nobody asks for.
+
+Two kinds today: a node drain's deadline (the allocations still on the node are then forced
+off, as Nomad's drainer does) and a run's wait limit (dstack's `retry.duration` for
+no-capacity: a run still waiting then fails). Each is pushed when the decision that starts it
+is made, and rebuilt from the state once after a reload, so the loop never scans the nodes or
+jobs to find what is due. An entry is only a reminder: when it comes due the state is read
+again, and an entry whose cause went away (drain cancelled, run started) decides nothing.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from enum import Enum
+
+
+class DeadlineKind(Enum):
+    DRAIN = "drain"  # key: (node_id,)
+    RUN_WAIT = "run-wait"  # key: (namespace, job_id, version)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Due:
+    at_ns: int
+    kind: DeadlineKind
+    key: tuple[str | int, ...]
+
+
+# A burst of deadlines is decided over several turns so that one turn stays short.
+MAX_DUE_PER_TURN = 256
+
+
+class Deadlines:
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, str, tuple[str | int, ...]]] = []
+        self._known: set[tuple[int, str, tuple[str | int, ...]]] = set()
+
+    def add(self, at_ns: int, kind: DeadlineKind, key: tuple[str | int, ...]) -> None:
+        item = (at_ns, kind.value, key)
+        if item in self._known:  # a decision re-made on retry pushes nothing twice
+            return
+        self._known.add(item)
+        heapq.heappush(self._heap, item)
+
+    def next_at(self) -> int | None:
+        return self._heap[0][0] if self._heap else None
+
+    def pop_due(self, now_ns: int, limit: int = MAX_DUE_PER_TURN) -> list[Due]:
+        due: list[Due] = []
+        while self._heap and self._heap[0][0] <= now_ns and len(due) < limit:
+            item = heapq.heappop(self._heap)
+            self._known.discard(item)
+            due.append(Due(item[0], DeadlineKind(item[1]), item[2]))
+        return due
+
+    def __len__(self) -> int:
+        return len(self._heap)
