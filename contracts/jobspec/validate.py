@@ -116,6 +116,24 @@ def _scaling(job: Job, tg: TaskGroup, where: str, out: list[str]) -> None:
         out.append(f"{where}: count {tg.count} is above scaling max {policy.max}")
     if tg.count < low:
         out.append(f"{where}: count {tg.count} is below scaling min {low}")
+    if policy.policy:
+        # Imported here: contracts.autoscaling reads durations with contracts.jobspec's
+        # helpers, so importing it with this module would be circular.
+        from contracts.autoscaling import parse_group_policy
+
+        try:
+            parse_group_policy(
+                policy.policy,
+                min=low,
+                max=policy.max,
+                where=where,
+                enabled=policy.enabled,
+                job=job.id,
+                group=tg.name,
+                namespace=job.namespace,
+            )
+        except ValidationError as exc:
+            out.extend(exc.problems)
 
 
 def _task(job: Job, task: Task, where: str, out: list[str]) -> None:

@@ -1,0 +1,1 @@
+"""The autoscaler: evaluates Nomad Autoscaler scaling policies and scales job groups and fleets."""

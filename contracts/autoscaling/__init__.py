@@ -1,0 +1,77 @@
+"""Autoscaling policies (Nomad Autoscaler's syntax and defaults) and the records the
+autoscaler exchanges: scaling actions, target status, metric queries and decisions."""
+
+from contracts.autoscaling.actions import (
+    DRY_RUN_COUNT,
+    META_COUNT_CAPPED,
+    META_COUNT_ORIGINAL,
+    META_DRY_RUN,
+    META_DRY_RUN_COUNT,
+    META_POLICY_ID,
+    META_REASON_HISTORY,
+    Direction,
+    ScalingAction,
+)
+from contracts.autoscaling.decision import (
+    CheckOutcome,
+    Decision,
+    MetricPoint,
+    MetricQuery,
+    MetricReadError,
+    Outcome,
+    TargetStatus,
+)
+from contracts.autoscaling.files import parse_cluster_policy_file
+from contracts.autoscaling.parse import MAX_CHECKS, parse_group_policy
+from contracts.autoscaling.policy import (
+    Behavior,
+    Check,
+    ClusterPolicy,
+    DirectionBehavior,
+    FixedValueConfig,
+    OnError,
+    PassThroughConfig,
+    Policy,
+    RateRule,
+    StrategyConfig,
+    StrategySpec,
+    TargetSpec,
+    TargetValueConfig,
+    ThresholdConfig,
+)
+
+__all__ = [
+    "DRY_RUN_COUNT",
+    "MAX_CHECKS",
+    "META_COUNT_CAPPED",
+    "META_COUNT_ORIGINAL",
+    "META_DRY_RUN",
+    "META_DRY_RUN_COUNT",
+    "META_POLICY_ID",
+    "META_REASON_HISTORY",
+    "Behavior",
+    "Check",
+    "CheckOutcome",
+    "ClusterPolicy",
+    "Decision",
+    "Direction",
+    "DirectionBehavior",
+    "FixedValueConfig",
+    "MetricPoint",
+    "MetricQuery",
+    "MetricReadError",
+    "OnError",
+    "Outcome",
+    "PassThroughConfig",
+    "Policy",
+    "RateRule",
+    "ScalingAction",
+    "StrategyConfig",
+    "StrategySpec",
+    "TargetSpec",
+    "TargetStatus",
+    "TargetValueConfig",
+    "ThresholdConfig",
+    "parse_cluster_policy_file",
+    "parse_group_policy",
+]
