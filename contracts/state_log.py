@@ -382,6 +382,7 @@ def decode_entry(
     skip_allocs: bool = False,
     terminal_updates_only: bool = False,
     compact: bool = False,
+    jobs_as_evals: bool = False,
 ) -> LogEntry:
     """Parse and validate an entry; raises CodecError naming the JSON path of a bad field.
 
@@ -391,7 +392,9 @@ def decode_entry(
     failed, lost) in UpdateAllocsClientStatus, for followers that act on nothing else.
     compact: read allocations and client reports in their compact groups (UpsertAllocRows,
     UpdateClientStatusRows: validated, records not built), for stores that build records
-    only when something reads them."""
+    only when something reads them.
+    jobs_as_evals: a job registration is read as the evaluations it carries (UpsertEvals),
+    its job left undecoded, for followers that never read jobs (the broker)."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -412,7 +415,10 @@ def decode_entry(
     index = from_wire(int, data["Index"], "$.Index")
     term = from_wire(int, data["Term"], "$.Term")
     change: StateChange
-    if cls is UpsertAllocs and skip_allocs and isinstance(data["Change"], dict):
+    if cls is UpsertJob and jobs_as_evals and isinstance(data["Change"], dict):
+        evals = from_wire(tuple[Evaluation, ...], data["Change"].get("Evals"), "$.Change.Evals")
+        change = UpsertEvals(evals)
+    elif cls is UpsertAllocs and skip_allocs and isinstance(data["Change"], dict):
         evals = from_wire(tuple[Evaluation, ...], data["Change"].get("Evals"), "$.Change.Evals")
         change = UpsertAllocs(allocs=(), evals=evals)
     elif (

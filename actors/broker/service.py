@@ -78,7 +78,10 @@ class BrokerService:
             names,
             store=StateStore(),
             listener=self._on_entry,
-            decode=partial(decode_entry, skip_allocs=True, terminal_updates_only=True),
+            # The broker reads evaluations, nodes and client reports, never jobs.
+            decode=partial(
+                decode_entry, skip_allocs=True, terminal_updates_only=True, jobs_as_evals=True
+            ),
         )
         self._writes: list[Evaluation] = []
         self.stats = {"delivered": 0, "acked": 0, "nacked": 0, "stale_acks": 0}

@@ -155,3 +155,21 @@ def test_client_reports_travel_as_rows_and_the_object_form_is_still_read() -> No
     wire["Updates"][1] = {"AllocID": "a2", "ClientStatus": "running", "Bogus": 1}
     with pytest.raises(CodecError, match=r"\$\.Updates\[1\]\.Bogus: unknown field"):
         from_wire(LeaderRequest, wire)
+
+
+def test_a_follower_that_never_reads_jobs_gets_a_registration_as_its_evals() -> None:
+    from contracts import EvalStatus, Evaluation, Job
+    from contracts.state_log import UpsertEvals, UpsertJob
+
+    ev = Evaluation(id="e1", job_id="web", status=EvalStatus.PENDING)
+    raw = encode_entry(LogEntry(7, 1, UpsertJob(Job(id="web", name="web"), (ev,))))
+    full = decode_entry(raw).change
+    assert isinstance(full, UpsertJob) and full.job.id == "web"
+    assert decode_entry(raw, jobs_as_evals=True).change == UpsertEvals((ev,))
+    # The job is never decoded; the evaluations still are, with their path.
+    data = orjson.loads(raw)
+    data["Change"]["Job"] = {"nonsense": True}
+    assert decode_entry(orjson.dumps(data), jobs_as_evals=True).change == UpsertEvals((ev,))
+    data["Change"]["Evals"][0]["Status"] = 5
+    with pytest.raises(CodecError, match=r"\$\.Change\.Evals\[0\]\.Status"):
+        decode_entry(orjson.dumps(data), jobs_as_evals=True)
