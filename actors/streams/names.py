@@ -55,6 +55,11 @@ class StreamNames:
         return self._key("requests")
 
     @property
+    def usage(self) -> str:
+        """UsageReport, agents -> autoscaler and API (tailed without a group; capped)."""
+        return self._key("usage")
+
+    @property
     def dead_letter(self) -> str:
         """DeadLetter, from any consumer."""
         return self._key("dead-letter")
