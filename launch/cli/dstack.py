@@ -78,6 +78,7 @@ def fleet_status(args: argparse.Namespace, client: ApiClient) -> int:
             key_values(
                 [
                     ("Name", fleet["Name"]),
+                    ("Status", fleet.get("Status", "active")),
                     ("Backend", fleet["Backend"]),
                     ("Placement", fleet["Placement"]),
                     ("Blocks", fleet["Blocks"]),
@@ -105,6 +106,7 @@ def fleet_status(args: argparse.Namespace, client: ApiClient) -> int:
         table(
             [
                 "Name",
+                "Status",
                 "Instances",
                 "Ready",
                 "Placement",
@@ -119,6 +121,7 @@ def fleet_status(args: argparse.Namespace, client: ApiClient) -> int:
             [
                 (
                     f["Name"],
+                    f.get("Status", "active"),
                     f["Nodes"],
                     f["Ready"],
                     f["Placement"],

@@ -114,6 +114,10 @@ class LeaderCore:
         for item in self.deadlines.pop_due(now):
             if item.kind is DeadlineKind.DRAIN:
                 node_id, started_at = str(item.key[0]), int(item.key[1])
+                node = self.state.node(node_id)
+                drain = node.drain_strategy if node is not None else None
+                if drain is None or drain.started_at != started_at:
+                    continue  # cancelled, replaced or complete: nothing is forced
                 changes += force_drain(
                     self.state, node_id, started_at, now_ns=now, new_eval=self._eval
                 ).changes

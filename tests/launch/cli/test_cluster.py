@@ -172,13 +172,13 @@ def test_drain_bodies_and_the_tables_of_canned_answers(cli: Cli, canned: Any) ->
     fleet = {
         **{"Name": "gpu", "Nodes": 4, "Ready": 3, "Down": 1, "CPU": 32000, "MemoryMB": 131072},
         **{"GPUs": 16, "GPUModel": "A100", "Datacenter": "dc2", "NodeClass": "", "Allocs": 7},
-        **{"Placement": "cluster", "Blocks": 4, "Busy": "5/16 busy"},
+        **{"Placement": "cluster", "Blocks": 4, "Busy": "5/16 busy", "Status": "deleting"},
     }
     canned.answer("GET", "/v1/fleets", [fleet])
     code, out, _ = cli("-address", canned.address, "fleet", "status")
     assert out.splitlines() == [
-        "Name  Instances  Ready  Placement  Blocks  Busy       CPU        Memory      GPUs     DC"
-        "   Allocs",
-        "gpu   4          3      cluster    4       5/16 busy  32000 MHz  131072 MiB  16 A100  dc2"
-        "  7",
+        "Name  Status    Instances  Ready  Placement  Blocks  Busy       CPU        Memory"
+        "      GPUs     DC   Allocs",
+        "gpu   deleting  4          3      cluster    4       5/16 busy  32000 MHz  131072 MiB"
+        "  16 A100  dc2  7",
     ]

@@ -269,3 +269,16 @@ def test_deadlines_pop_in_order_and_ignore_repeats() -> None:
     assert [x.key for x in d.pop_due(20)] == [("a", 1), ("default", "r", 5)]
     assert d.pop_due(29) == [] and d.next_at() == 30
     assert [x.key for x in d.pop_due(10**12, limit=1)] == [("b", 1)]
+
+
+def test_a_cancelled_drain_does_not_end_the_runs_on_the_node() -> None:
+    c = fleet_cluster(2)
+    c.request(RequestKind.REGISTER_JOB, job=run("gang", nodes=2))
+    c.schedule_pending()
+    ranks = c.live("gang")
+    c.report(ranks, ClientStatus.RUNNING)
+    node_id = ranks[0].node_id
+    c.request(RequestKind.DRAIN_NODE, node_ids=(node_id,), drain=DrainStrategy(deadline_s=30))
+    c.request(RequestKind.DRAIN_NODE, node_ids=(node_id,), drain=None, mark_eligible=True)
+    c.tick(31)
+    assert not c.store.job("default", "gang").stop
