@@ -21,7 +21,7 @@ from contracts.codec import CodecError, dumps, json_name, loads
 
 # Bounds on what one report may carry and the stream keeps (usage.py readers rely on them).
 MAX_SAMPLES_PER_REPORT = 10_000
-USAGE_STREAM_MAXLEN = 100_000
+USAGE_STREAM_MAXLEN = 5_000  # about 1 report a second per agent: minutes of history
 
 
 @dataclass(frozen=True, slots=True)

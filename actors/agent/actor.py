@@ -42,9 +42,14 @@ class AgentActor(ServiceShell):
         mhz_per_cpu: int = 1000,
         telemetry_dir: str | None = None,
         tracing: bool = True,
+        usage_interval_s: float = 1.0,
     ) -> None:
+        """`usage_interval_s`: how often the allocations' use is published on the usage
+        stream (0: never; AgentService)."""
         self.telemetry = actor_telemetry("agent", agent_id, telemetry_dir, tracing)
-        drivers = builtin_drivers(data_dir=Path(data_dir) / agent_id, raw_exec_enabled=raw_exec)
+        drivers = builtin_drivers(
+            data_dir=Path(data_dir) / agent_id, raw_exec_enabled=raw_exec, mhz_per_cpu=mhz_per_cpu
+        )
         nodes: list[Node]
         if fleets or simulated:
             nodes = [node for spec in fleets for node in simulated_nodes(spec)]
@@ -65,6 +70,8 @@ class AgentActor(ServiceShell):
                 heartbeat_s=heartbeat_s,
                 telemetry=self.telemetry,
                 work_dir=Path(data_dir) / agent_id,
+                usage_interval_s=usage_interval_s,
+                mhz_per_cpu=mhz_per_cpu,
             )
         )
 

@@ -18,6 +18,13 @@ running on that node, then how it ended. A task its node can never hold (more CP
 than the node has, or a node that is gone) Ray refuses at once under hard node affinity:
 it fails, saying so.
 
+Usage: Ray offers nothing cheap per task (its state API and metrics need the dashboard, off
+here). But the start marker names the task's worker process, on this agent's own node (hard
+affinity), so the driver reads that process and its children from the OS, as raw_exec does
+(core/usage.py): CPU time since the task started, and resident memory, which includes the
+Ray worker's own runtime (roughly 100 MB), as `ps` would show it. Not a stand-in: an
+allocated figure reported as use would read as 100 % busy forever to the autoscaler.
+
 A task Ray retried after its worker died would hide the crash behind a second run: tasks
 are never retried here; the allocation fails and the scheduler's reschedule policy decides.
 """
@@ -36,6 +43,7 @@ from ray.exceptions import RayTaskError, TaskUnschedulableError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.agent.core.drivers import DriverError, TaskHandle, TaskState, TaskStatus
+from actors.agent.core.usage import ProcessTreeSampler
 from contracts import Task
 
 PENDING_MESSAGE = "waiting for Ray to start the task"
@@ -102,6 +110,7 @@ class RayHandle(TaskHandle):
     pid: int | None = None
     stopped: bool = False
     outcome: TaskStatus | None = None  # how it ended, once it has
+    sampler: ProcessTreeSampler | None = None  # its worker process, once it runs here
 
 
 class RayDriver:
@@ -179,6 +188,10 @@ class RayDriver:
                     self._end(handle, TaskStatus(TaskState.FAILED, 1, self._failure(handle, exc)))
             else:
                 handle.ray_node, handle.pid = marker
+                if handle.ray_node == self.node_id:
+                    handle.sampler = ProcessTreeSampler(handle.pid, now)
+                    # Ray reuses workers: the CPU it used before this task must not count.
+                    handle.sampler.sample(now)
         if handle.outcome is not None:
             return handle.outcome
         if handle.ray_node is None:
@@ -195,6 +208,18 @@ class RayDriver:
             handle.stopped = True
             ray.cancel(handle.runs, force=True)  # a queued task is dropped, a running one killed
 
+    def usage(self, handle: TaskHandle, now: float) -> tuple[float, float] | None:
+        """(CPU MHz, resident MB) of the task's worker process tree since the last sample;
+        None until it runs on this node, and once it ended."""
+        assert isinstance(handle, RayHandle)
+        if handle.sampler is None or handle.outcome is not None or handle.stopped:
+            return None
+        used = handle.sampler.sample(now)
+        if used is None:
+            return None
+        cores, memory_mb = used
+        return cores * self.mhz_per_cpu, memory_mb
+
     def _failure(self, handle: RayHandle, exc: Exception) -> str:
         if isinstance(exc, TaskUnschedulableError):  # Ray's text names a lease, not the node
             return (
@@ -207,3 +232,4 @@ class RayDriver:
     def _end(handle: RayHandle, outcome: TaskStatus) -> None:
         handle.outcome = outcome
         handle.runs = None  # Ray may free the task's objects
+        handle.sampler = None  # its worker may run another task now

@@ -7,6 +7,11 @@ and sends status changes and heartbeats to the leader's stream. If it dies, its 
 stop, the leader marks its nodes down and the scheduler replaces their allocations.
 
 A restarted agent re-reads the log: allocations recorded as finished are not started again.
+
+Every `usage_interval_s` it also samples what its running allocations use (their drivers'
+`usage`: raw_exec's processes, mock's load model, ray's worker) and publishes one UsageReport
+(split at MAX_SAMPLES_PER_REPORT samples) on the capped usage stream: telemetry for the
+autoscaler's `drover` metric source, never part of the state log.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from opentelemetry.trace import SpanKind
 from actors.agent.core import ClientCore, Driver
 from actors.agent.core.cluster import cluster_env, cluster_info
 from actors.agent.core.retire import Retirement
+from actors.agent.core.usage import node_mhz_per_core, usage_samples
 from actors.process_settings import tune_gc, when_idle
 from actors.runtime.replica import LogReplica
 from actors.state import StateStore
@@ -43,6 +49,12 @@ from contracts.state_log import (
     UpsertAllocs,
     UpsertEvals,
     decode_entry,
+)
+from contracts.usage import (
+    MAX_SAMPLES_PER_REPORT,
+    REPORT_TYPE,
+    USAGE_STREAM_MAXLEN,
+    usage_reports,
 )
 from observability import Telemetry
 from observability import conventions as c
@@ -70,7 +82,11 @@ class AgentService:
         clock: Callable[[], float] = time.time,
         telemetry: Telemetry | None = None,
         work_dir: Path | None = None,
+        usage_interval_s: float = 1.0,
+        mhz_per_cpu: float = 1000,
     ) -> None:
+        """`usage_interval_s`: how often usage is published (0: never); `mhz_per_cpu`: a
+        core's MHz where a node does not say (`cpu_percent` is of one core)."""
         tune_gc()
         # Files the agent hands its tasks (a run's MPI hostfile).
         self.work_dir = work_dir or Path(tempfile.gettempdir()) / "drover" / agent_id
@@ -98,7 +114,10 @@ class AgentService:
             decode=partial(decode_entry, terminal_updates_only=True, compact=True),
             reduce=_without_allocs,
         )
-        self.stats = {"updates": 0, "heartbeats": 0}
+        self.usage_interval_s = usage_interval_s
+        self.mhz_per_cpu = mhz_per_cpu
+        self._mhz_per_core = {n.id: node_mhz_per_core(n, mhz_per_cpu) for n in self.nodes}
+        self.stats = {"updates": 0, "heartbeats": 0, "usage_reports": 0, "usage_samples": 0}
         self.retirement = Retirement()  # hosted instances draining before their removal
         # Set by the log-tail thread when it hands the core allocations to act on.
         self._work = threading.Event()
@@ -123,7 +142,7 @@ class AgentService:
 
         tail = threading.Thread(target=follow_log, daemon=True)
         tail.start()
-        next_beat = next_sweep = 0.0
+        next_beat = next_sweep = next_usage = 0.0
         while not stop.is_set():
             try:
                 now = self.clock()
@@ -138,6 +157,10 @@ class AgentService:
                     next_sweep = now + SWEEP_INTERVAL_S
                 if self.retirement:
                     self._release_drained()
+                if self.usage_interval_s > 0 and now >= next_usage:
+                    # Reads every running task's processes: on its timer, never per entry.
+                    next_usage = now + self.usage_interval_s
+                    self._publish_usage_or_log()
                 if self.report():
                     stop.wait(REPORT_GAP_S)
                 else:
@@ -169,6 +192,8 @@ class AgentService:
                     self.nodes.append(node)
                     self.core.add_node(node.id)
             self.node_ids = tuple(n.id for n in self.nodes)
+            for node in nodes:
+                self._mhz_per_core[node.id] = node_mhz_per_core(node, self.mhz_per_cpu)
         self._send(
             LeaderRequest(
                 RequestKind.UPSERT_NODES, request_id=str(uuid.uuid4()), nodes=tuple(nodes)
@@ -180,11 +205,13 @@ class AgentService:
         heartbeats end, and the leader is asked to remove them, which re-evaluates the jobs
         that had allocations there. Returns how many allocations they had."""
         gone = set(node_ids)
-        self.retirement.forget(gone)
         with self.lock:
+            self.retirement.forget(gone)
             gone &= set(self.node_ids)
             self.nodes = [n for n in self.nodes if n.id not in gone]
             self.node_ids = tuple(n.id for n in self.nodes)
+            for node_id in gone:
+                self._mhz_per_core.pop(node_id, None)
             allocs = sum(self.core.drop_node(node_id) for node_id in gone)
         if gone:
             self._send(
@@ -199,11 +226,11 @@ class AgentService:
     def retire(self, node_ids: Collection[str], drain: DrainStrategy) -> int:
         """Drain hosted `node_ids`, then release them once drained (core/retire.py): a
         deleted fleet leaves gracefully. Returns how many are retiring."""
-        with self.lock:
-            hosted = set(self.node_ids)
-        ids = sorted(set(node_ids) & hosted)
         store = self.replica.store
-        for node_id in self.retirement.begin(ids, store.latest_index(), store.node):
+        with self.lock:  # the loop thread reads the retirement too
+            ids = sorted(set(node_ids) & set(self.node_ids))
+            ask = self.retirement.begin(ids, store.latest_index(), store.node)
+        for node_id in ask:
             self._send(
                 LeaderRequest(
                     RequestKind.DRAIN_NODE,
@@ -219,7 +246,8 @@ class AgentService:
         return len(self.retirement)
 
     def _release_drained(self) -> None:
-        done = self.retirement.drained(self.replica.store.node)
+        with self.lock:
+            done = self.retirement.drained(self.replica.store.node)
         if done:
             self.release(done)
 
@@ -234,6 +262,33 @@ class AgentService:
             for status, count in counts.items():
                 self.telemetry.metrics.record_alloc_status(status, count)
         return len(updates)
+
+    def publish_usage(self) -> int:
+        """Sample every running allocation and publish what they use as one report on the
+        usage stream (split past MAX_SAMPLES_PER_REPORT samples; none for no samples).
+        Returns the samples sent."""
+        now = self.clock()
+        with self.lock:
+            used = self.core.usage(now)
+            samples = usage_samples(used, now, self._mhz_per_core, self.mhz_per_cpu)
+        reports = usage_reports(self.agent_id, samples, MAX_SAMPLES_PER_REPORT)
+        if reports:
+            # No trace context: a report belongs to no operation's trace.
+            pairs = [(REPORT_TYPE, report) for report in reports]
+            self.bus.publish(self.names.usage, pairs, trace={}, maxlen=USAGE_STREAM_MAXLEN)
+            self.stats["usage_reports"] += len(reports)
+            self.stats["usage_samples"] += len(samples)
+        return len(samples)
+
+    def _publish_usage_or_log(self) -> None:
+        """Usage is telemetry: a driver that fails to measure must not stop the agent's
+        reports and heartbeats (a lost connection is the loop's to handle)."""
+        try:
+            self.publish_usage()
+        except redis.ConnectionError:
+            raise
+        except Exception:
+            log.warning("agent %s: usage sampling failed", self.agent_id, exc_info=True)
 
     def _on_entry(self, entry: LogEntry, store: StateStore) -> None:
         """Allocation records for our nodes, as committed: placements and stops to act on;

@@ -153,6 +153,18 @@ class ClientCore:
                 self._wake.arm(alloc_id, wake)
         return updates
 
+    def usage(self, now: float) -> list[tuple[Allocation, float, float]]:
+        """(allocation, CPU MHz, memory MB) of every running allocation of the hosted nodes
+        whose drivers can say what it uses. Visits them all: call it on a timer."""
+        found = []
+        for ids in self._by_node.values():
+            for alloc_id in ids:
+                runner = self._runners[alloc_id]
+                used = runner.usage(now)
+                if used is not None:
+                    found.append((runner.alloc, used[0], used[1]))
+        return found
+
     def running_count(self) -> int:
         """Allocations this agent reports as running."""
         return sum(

@@ -195,6 +195,23 @@ class AllocRunner:
             self._reap(now)
         return self._emit(now)
 
+    def usage(self, now: float) -> tuple[float, float] | None:
+        """(CPU MHz, memory MB) the running allocation uses at `now`: the sum over its tasks
+        that run; None while it is not running, or when none of its drivers can say."""
+        if self.phase is not Phase.RUNNING or self.status is not ClientStatus.RUNNING:
+            return None
+        cpu = memory = 0.0
+        measured = False
+        for name, (driver, handle) in self._handles.items():
+            if name in self._pending:
+                continue
+            used = driver.usage(handle, now)
+            if used is not None:
+                measured = True
+                cpu += used[0]
+                memory += used[1]
+        return (cpu, memory) if measured else None
+
     def next_wake(self, now: float) -> float | None:
         """When `step` next has something to do: None means only after a new record."""
         if self.phase is Phase.DONE:

@@ -29,3 +29,10 @@ def crash_once(marker: str) -> None:
     if not Path(marker).exists():
         Path(marker).touch()
         os._exit(3)
+
+
+def spin(seconds: float) -> None:
+    """Keep one core busy for `seconds`."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass

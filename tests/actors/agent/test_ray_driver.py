@@ -208,3 +208,22 @@ def test_failure_message_reads_the_cause() -> None:
     assert failure_message(KeyError("x")) == "KeyError: 'x'"
     assert failure_message(ValueError()) == "ValueError"
     assert failure_message(RuntimeError("y" * 1000)) == f"RuntimeError: {'y' * 486}"
+
+
+def test_a_running_task_reports_its_worker_process_use(driver: RayDriver, tmp_path: Path) -> None:
+    """Read from the OS: the worker the start marker names. A spinning task uses clearly
+    more CPU than a sleeping one (loose bounds: a busy machine); both hold memory."""
+    busy = start(driver, ray_task(f"{TASKS}:spin", 600), "a-busy")
+    idle = start(driver, ray_task(f"{TASKS}:record_node", str(tmp_path), 600), "a-idle")
+    assert driver.usage(busy, time.time()) is None  # not running yet
+    wait_for(driver, busy, TaskState.RUNNING)
+    wait_for(driver, idle, TaskState.RUNNING)
+    time.sleep(1.0)
+    now = time.time()
+    busy_use, idle_use = driver.usage(busy, now), driver.usage(idle, now)
+    assert busy_use is not None and idle_use is not None
+    assert busy_use[0] > 20 and busy_use[0] > 5 * idle_use[0]  # ordering: a loaded machine
+    assert busy_use[1] > 10 and idle_use[1] > 10  # resident MB of a Python worker
+    driver.stop(busy, time.time())
+    wait_for(driver, busy, TaskState.COMPLETE, TaskState.FAILED)
+    assert driver.usage(busy, time.time()) is None

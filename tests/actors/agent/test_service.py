@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 
 from actors.agent.core.drivers import builtin_drivers
@@ -20,6 +21,7 @@ from contracts import (
     AllocatedResources,
     Allocation,
     ClientStatus,
+    DesiredStatus,
     DriverInfo,
     Evaluation,
     Job,
@@ -41,9 +43,10 @@ from contracts.state_log import (
     decode_entry,
     encode_entry,
 )
+from contracts.usage import REPORT_TYPE, UsageReport, decode_report
 
 
-def placed(alloc_id: str, node_id: str, job_id: str = "web") -> Allocation:
+def placed(alloc_id: str, node_id: str, job_id: str = "web", **changes: Any) -> Allocation:
     return Allocation(
         id=alloc_id,
         job_id=job_id,
@@ -53,6 +56,7 @@ def placed(alloc_id: str, node_id: str, job_id: str = "web") -> Allocation:
         create_index=5,
         modify_index=5,
         alloc_modify_index=5,
+        **changes,
     )
 
 
@@ -148,3 +152,112 @@ def wait_for(done: Callable[[], bool], timeout_s: float = 30.0) -> None:
     while not done():
         assert time.monotonic() < deadline, "condition not reached in time"
         time.sleep(0.01)
+
+
+# -- usage on the usage stream ------------------------------------------------------------------
+
+
+def usage_reports_in(client: redis.Redis, names: StreamNames) -> list[UsageReport]:
+    reports = []
+    for _id, fields in client.xrange(names.usage):
+        assert fields[b"t"] == REPORT_TYPE.encode() and b"tp" not in fields
+        reports.append(decode_report(fields[b"b"]))
+    return reports
+
+
+def load_node(node_id: str = "n1") -> Node:
+    return Node(
+        id=node_id,
+        name=node_id,
+        drivers={"mock": DriverInfo()},
+        attributes={"cpu.frequency": "2000"},
+        node_resources=NodeResources(cpu=8000, memory_mb=4096, disk_mb=1000),
+    ).with_computed_class()
+
+
+def test_the_agent_publishes_what_its_allocations_use_every_interval(
+    client: redis.Redis, run_in_thread: Any, tmp_path: Path
+) -> None:
+    names = StreamNames("usage")
+    leader = LeaderService(client, names)
+    leader.start()
+    node = load_node()
+    assert leader.handle(LeaderRequest(RequestKind.UPSERT_NODES, request_id="n", nodes=(node,))).ok
+    task = Task(
+        name="t",
+        driver="mock",
+        config={"load": {"base": 600, "memory_mb": 48}},
+        resources=Resources(cpu=100, memory_mb=64),
+    )
+    job = Job(id="web", name="web", task_groups=(TaskGroup("g", 2, tasks=(task,)),))
+    assert leader.handle(LeaderRequest(RequestKind.REGISTER_JOB, request_id="j", job=job)).ok
+    agent = AgentService(
+        "agent-1",
+        client,
+        names,
+        [node],
+        builtin_drivers(data_dir=str(tmp_path)),
+        heartbeat_s=3600.0,
+        tick_s=0.02,
+        usage_interval_s=0.05,
+    )
+    agent.start()
+    halt = run_in_thread(agent)
+    allocs = tuple(
+        dataclasses.replace(placed(a, "n1"), job_version=0, create_index=0) for a in ("a1", "a2")
+    )
+    plan = Plan(eval_id="e1", job_id="web", node_allocation={"n1": allocs})
+    leader._apply_plan(PlanSubmission(plan, ""))
+    try:
+        wait_for(lambda: agent.stats["usage_reports"] >= 3)
+    finally:
+        halt()
+    reports = usage_reports_in(client, names)
+    assert len(reports) == agent.stats["usage_reports"] >= 3
+    assert all(r.agent_id == "agent-1" for r in reports)
+    sample = reports[-1].samples[0]
+    assert sorted(s.alloc_id for s in reports[-1].samples) == ["a1", "a2"]
+    assert (sample.namespace, sample.job_id, sample.task_group, sample.node_id) == (
+        "default",
+        "web",
+        "g",
+        "n1",
+    )
+    assert (sample.cpu_mhz, sample.memory_mb) == (300.0, 48.0)  # half the group's demand each
+    assert sample.cpu_percent == 15.0  # of one 2000 MHz core
+    assert (sample.allocated_cpu_mhz, sample.allocated_memory_mb) == (100, 64)
+    times = [r.samples[0].time_ns for r in reports]
+    assert times == sorted(times) and abs(times[-1] / 1e9 - time.time()) < 30
+
+
+def test_usage_reports_are_chunked_and_the_stream_capped(
+    client: redis.Redis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("actors.agent.service.MAX_SAMPLES_PER_REPORT", 3)
+    monkeypatch.setattr("actors.agent.service.USAGE_STREAM_MAXLEN", 10)
+    names = StreamNames("chunks")
+    node = load_node()
+    agent = AgentService("agent-2", client, names, [node], builtin_drivers(data_dir=str(tmp_path)))
+    task = Task(name="t", driver="mock", config={"load": {"base": 700}})
+    job = Job(id="web", task_groups=(TaskGroup("g", 7, tasks=(task,)),))
+    agent.core.apply_allocs(
+        [placed(f"a{i}", "n1") for i in range(7)], lambda ns, job_id, version: job
+    )
+    agent.core.tick()
+    assert agent.publish_usage() == 7
+    reports = usage_reports_in(client, names)
+    assert [len(r.samples) for r in reports] == [3, 3, 1]
+    assert sorted(s.alloc_id for r in reports for s in r.samples) == [f"a{i}" for i in range(7)]
+    assert {s.cpu_mhz for r in reports for s in r.samples} == {100.0}
+    # MAXLEN ~ 10: Redis trims whole macro nodes (100 entries each by default), never below 10.
+    for _ in range(100):
+        agent.publish_usage()
+    assert 10 <= client.xlen(names.usage) < 303
+    # No running allocation with a load: nothing is published.
+    agent.core.apply_allocs(
+        [placed(f"a{i}", "n1", desired_status=DesiredStatus.STOP) for i in range(7)],
+        lambda ns, job_id, version: job,
+    )
+    agent.core.tick()
+    before = client.xlen(names.usage)
+    assert agent.publish_usage() == 0 and client.xlen(names.usage) == before

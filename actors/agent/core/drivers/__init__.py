@@ -1,5 +1,8 @@
 """Task drivers: `mock` (clock-driven, for simulated fleets) and `raw_exec` (a subprocess).
 
+Each also says what a running task uses (`usage`): raw_exec from the OS, mock from the load
+model its task declares (load_model.py).
+
 The `ray` driver (each task as a Ray task pinned to its node) plugs in here too, but it
 needs Ray, so it lives in the agent's actor shell (`actors/agent/ray_driver.py`) and is
 passed to `ClientCore` in the same `drivers` mapping; it implements the same `Driver`
@@ -39,11 +42,15 @@ __all__ = [
 
 
 def builtin_drivers(
-    *, data_dir: str | os.PathLike[str], raw_exec_enabled: bool = False
+    *,
+    data_dir: str | os.PathLike[str],
+    raw_exec_enabled: bool = False,
+    mhz_per_cpu: float = 1000,
 ) -> dict[str, Driver]:
-    """The drivers every agent has, by name (the shell adds `ray` where Ray is available)."""
+    """The drivers every agent has, by name (the shell adds `ray` where Ray is available).
+    `mhz_per_cpu`: what one busy core counts for in the usage raw_exec measures."""
     drivers: list[Driver] = [
         MockDriver(),
-        RawExecDriver(enabled=raw_exec_enabled, data_dir=data_dir),
+        RawExecDriver(enabled=raw_exec_enabled, data_dir=data_dir, mhz_per_cpu=mhz_per_cpu),
     ]
     return {d.name: d for d in drivers}

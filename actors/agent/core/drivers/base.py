@@ -84,6 +84,9 @@ class Driver(Protocol):
     poll: the task's state at `now` (a stopping task is escalated here, never by sleeping):
         pending until it really started, then running, then complete or failed.
     stop: ask the task to exit (a pending one too); it is gone once `poll` reports it exited.
+    usage: what the running task uses at `now`, as (CPU in MHz, resident memory in MB), or
+        None when the driver cannot say (not started, gone, nothing to measure). Called on
+        the agent's usage timer, never per log entry; it must not block.
     """
 
     @property
@@ -98,3 +101,5 @@ class Driver(Protocol):
     def poll(self, handle: TaskHandle, now: float) -> TaskStatus: ...
 
     def stop(self, handle: TaskHandle, now: float) -> None: ...
+
+    def usage(self, handle: TaskHandle, now: float) -> tuple[float, float] | None: ...

@@ -6,6 +6,10 @@ in its own session (process group) so stopping it reaches its children too: SIGT
 first, SIGKILL once the task's `kill_timeout` has passed (Nomad's kill sequence), the
 escalation happening in `poll` so that nothing here ever sleeps.
 
+Usage: the task's process and its descendants, read from the OS (core/usage.py): CPU time
+used between two samples over the wall time between them, in MHz at the node's
+`mhz_per_cpu` per core, and their resident memory.
+
 Layout under the data dir, after Nomad's alloc dir: `<alloc_id>/<task>/` is the working
 directory and `<alloc_id>/alloc/logs/<task>.stdout|.stderr` hold the output.
 """
@@ -21,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from actors.agent.core.drivers.base import RUNNING, DriverError, TaskHandle, TaskStatus, exit_status
+from actors.agent.core.usage import ProcessTreeSampler
 from contracts import Task
 
 DISABLED_ERROR = "raw_exec driver is disabled on this agent"
@@ -39,14 +44,18 @@ class RawExecHandle(TaskHandle):
     kill_timeout_s: float = 5.0
     term_sent_at: float | None = None
     killed: bool = False
+    sampler: ProcessTreeSampler | None = None
 
 
 class RawExecDriver:
     """Runs `command` with `args` as a real subprocess of the agent."""
 
-    def __init__(self, *, enabled: bool, data_dir: str | os.PathLike[str]) -> None:
+    def __init__(
+        self, *, enabled: bool, data_dir: str | os.PathLike[str], mhz_per_cpu: float = 1000
+    ) -> None:
         self.enabled = enabled
         self.data_dir = Path(data_dir)
+        self.mhz_per_cpu = mhz_per_cpu  # what one busy core counts for in `usage`
 
     @property
     def name(self) -> str:
@@ -103,6 +112,8 @@ class RawExecDriver:
             started_at=now,
             process=process,
             kill_timeout_s=task.kill_timeout_s,
+            # The process is new: its CPU counts from now, the first sample needs no baseline.
+            sampler=ProcessTreeSampler(process.pid, now),
         )
 
     def poll(self, handle: TaskHandle, now: float) -> TaskStatus:
@@ -122,6 +133,18 @@ class RawExecDriver:
             return
         handle.term_sent_at = now
         _signal_group(handle.process, signal.SIGTERM)
+
+    def usage(self, handle: TaskHandle, now: float) -> tuple[float, float] | None:
+        """(CPU MHz, resident MB) of the task's process tree since the last sample; None
+        once the task has exited."""
+        assert isinstance(handle, RawExecHandle) and handle.process is not None
+        if handle.sampler is None or handle.process.poll() is not None:
+            return None  # reaped here, so that its pid is never read after it is reused
+        used = handle.sampler.sample(now)
+        if used is None:
+            return None
+        cores, memory_mb = used
+        return cores * self.mhz_per_cpu, memory_mb
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:

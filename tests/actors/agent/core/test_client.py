@@ -25,6 +25,7 @@ from contracts.state_log import AllocClientUpdate
 
 class CountingMock(MockDriver):
     def __init__(self) -> None:
+        super().__init__()
         self.starts = 0
         self.polls = 0
 

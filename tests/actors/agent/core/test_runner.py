@@ -40,6 +40,7 @@ class RecordingMock(MockDriver):
     """The mock driver, remembering what it was asked to do."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.started: list[tuple[str, str, dict[str, str], float]] = []
         self.stopped: list[str] = []
 
