@@ -146,6 +146,7 @@ class LeaderRequest:
     group: str = ""
     count: int | None = None
     message: str = ""
+    error: bool = False  # SCALE_JOB: the scaling event reports an error (Nomad's Error)
     purge: bool = False
     preserve_counts: bool = False
     enforce_index: int | None = None

@@ -33,6 +33,7 @@ from actors.agent.core import FleetSpec, node_id_for
 from actors.api.core import Api, ApiError
 from actors.api.server import ApiHttpServer
 from actors.api.service import ApiService
+from actors.autoscaler.actor import AutoscalerActor, AutoscalerClient
 from actors.broker.actor import BrokerActor
 from actors.leader.actor import LeaderActor
 from actors.streams.client import connect
@@ -81,6 +82,8 @@ class SystemConfig:
     # OpenTelemetry: OTLP when OTEL_EXPORTER_OTLP_* is set, else JSON lines in
     # <data_dir>/telemetry/ (read by `drover trace conflicts` / `drover trace show`).
     tracing: bool = True
+    autoscaler: bool = True  # the autoscaler actor: job groups' scaling policies evaluated
+    autoscaler_policy_dir: Path | None = None  # policy files (*.hcl) it loads at start
 
 
 class DroverSystem:
@@ -91,6 +94,7 @@ class DroverSystem:
         self.started_ray = False
         self.leader: Any = None
         self.broker: Any = None
+        self.autoscaler: Any = None
         self.workers: list[Any] = []
         self.agents: dict[str, Any] = {}
         self.fleet_specs: dict[str, FleetSpec] = {}
@@ -155,11 +159,19 @@ class DroverSystem:
             .remote(f"worker-{i}", url, prefix, **telemetry)
             for i in range(workers)
         ]
+        if config.autoscaler:
+            policy_dir = config.autoscaler_policy_dir
+            self.autoscaler = (
+                ray.remote(AutoscalerActor)
+                .options(name="drover-autoscaler", **options)
+                .remote(url, prefix, str(policy_dir) if policy_dir else None, **telemetry)
+            )
         if config.fleets:
             self.add_simulated_agent(FLEETS_AGENT, config.fleets)
         if config.real_agents:
             self.add_real_agents()
-        ray.get([a.ready.remote() for a in (self.broker, *self.workers, *self.agents.values())])
+        started = (self.broker, self.autoscaler, *self.workers, *self.agents.values())
+        ray.get([a.ready.remote() for a in started if a is not None])
         self._redis = connect(self.redis_url, client_name="drover-launch")
         for spec in self._declared_fleets():
             try:
@@ -195,6 +207,7 @@ class DroverSystem:
             acl_enabled=config.acl_enabled,
             fleet_manager=self,
             packager=package_job,
+            autoscaler=AutoscalerClient(self.autoscaler) if self.autoscaler is not None else None,
         ).start()
         if config.acl_enabled and config.acl_bootstrap_token:
             with contextlib.suppress(ApiError):  # already bootstrapped (a restart)
@@ -351,7 +364,7 @@ class DroverSystem:
 
     def flush_telemetry(self) -> None:
         """Export what every actor recorded so far (spans, metrics)."""
-        handles = [self.leader, self.broker, *self.workers, *self.agents.values()]
+        handles = [self.leader, self.broker, self.autoscaler, *self.workers, *self.agents.values()]
         ray.get([h.flush_telemetry.remote() for h in handles if h is not None])
 
     def add_real_agents(self) -> None:
@@ -400,6 +413,7 @@ class DroverSystem:
             self.leader_link = None
         self.shutdown_telemetry.update(self._stop_actors(self._actor_handles()))
         self.agents, self.workers, self.broker, self.leader = {}, [], None, None
+        self.autoscaler = None
         if self.started_ray:
             _logged("Ray", ray.shutdown)
             self.started_ray = False
@@ -411,6 +425,7 @@ class DroverSystem:
         """(Ray actor name, handle) of every actor this system started."""
         named = [(f"drover-agent-{agent_id}", h) for agent_id, h in self.agents.items()]
         named += [(f"drover-worker-{i}", h) for i, h in enumerate(self.workers)]
+        named += [("drover-autoscaler", self.autoscaler)]
         named += [("drover-broker", self.broker), (LEADER_NAME, self.leader)]
         return [(name, handle) for name, handle in named if handle is not None]
 

@@ -40,6 +40,10 @@ class FleetManager(Protocol):
     def delete_fleet(self, name: str, deadline_s: float) -> int: ...
 
 
+class AutoscalerView(Protocol):
+    def explain(self, policy_id: str, limit: int) -> dict[str, Any] | None: ...
+
+
 class ApiService:
     def __init__(
         self,
@@ -50,6 +54,7 @@ class ApiService:
         acl_enabled: bool = False,
         fleet_manager: FleetManager | None = None,
         packager: Callable[[Job], Job] | None = None,
+        autoscaler: AutoscalerView | None = None,
     ) -> None:
         self.client = client
         self.names = names
@@ -58,6 +63,7 @@ class ApiService:
         self._advertised = ""
         self.fleet_manager = fleet_manager
         self.packager = packager
+        self.autoscaler = autoscaler
         self.replica = LogReplica(client, names)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -139,6 +145,16 @@ class ApiService:
 
     def package_job(self, job: Job) -> Job:
         return self.packager(job) if self.packager is not None else job
+
+    # -- the autoscaler --------------------------------------------------------------------------
+
+    def scaling_explain(self, policy_id: str, limit: int) -> dict[str, Any] | None:
+        if self.autoscaler is None:
+            raise ApiError(503, "no autoscaler runs with this agent")
+        try:
+            return self.autoscaler.explain(policy_id, limit)
+        except Exception as exc:  # the actor restarting, or gone
+            raise ApiError(503, f"the autoscaler did not answer: {type(exc).__name__}") from None
 
     def delete_fleet(self, name: str, deadline_s: float) -> int:
         if self.fleet_manager is None:

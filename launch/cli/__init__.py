@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from launch.cli import cluster, dstack, job, trace
+from launch.cli import cluster, dstack, job, scaling, trace
 from launch.cli.client import ApiClient, CliError
 from launch.cli.output import error
 
@@ -63,6 +63,9 @@ def _agent(args: argparse.Namespace) -> int:
         http_addr=args.http_addr,
         acl_enabled=args.acl_enabled,
         acl_bootstrap_token=args.acl_bootstrap_token,
+        autoscaler_policy_dir=Path(args.autoscaler_policy_dir)
+        if args.autoscaler_policy_dir
+        else None,
     )
     system = DroverSystem(config)
     stop = threading.Event()
@@ -107,11 +110,18 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(agent, "-nodes", type=int, default=3, help="simulated dev nodes")
     _flag(agent, "-acl-enabled", action="store_true", help="require X-Nomad-Token")
     _flag(agent, "-acl-bootstrap-token", default=None, help="issue this management token")
+    _flag(
+        agent,
+        "-autoscaler-policy-dir",
+        default=None,
+        help="scaling policy files (*.hcl) the autoscaler loads",
+    )
     agent.set_defaults(handler=_agent, needs_client=False)
 
     job.add_parser(commands, _flag)
     cluster.add_parsers(commands, _flag)
     dstack.add_parsers(commands, _flag)
+    scaling.add_parser(commands, _flag)
     trace.add_parser(commands, _flag)
     return parser
 

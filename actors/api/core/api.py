@@ -1,7 +1,7 @@
 """The route table and the dispatch: path matching, the ACL check, errors to status codes.
 
 Paths follow Nomad's `/v1` API (`nomad/command/agent/http.go`); fleets and runs
-(dstack_routes.py) are drover's own.
+(dstack_routes.py) and a scaling policy's decisions (scaling_routes.py) are drover's own.
 With ACLs enabled every request but the bootstrap needs a valid `X-Nomad-Token` (403 with
 "Permission denied" otherwise, as Nomad answers).
 """
@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from urllib.parse import unquote
 
-from actors.api.core import cluster, dstack_routes, jobs
+from actors.api.core import cluster, dstack_routes, jobs, scaling_routes
 from actors.api.core.backend import Backend
 from actors.api.core.call import Call
 from actors.api.core.errors import ApiError, from_exception
@@ -48,8 +48,9 @@ _ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/v1/job/:id/scale", jobs.scale_status),
     ("POST", "/v1/job/:id/scale", jobs.scale),
     ("PUT", "/v1/job/:id/scale", jobs.scale),
-    ("GET", "/v1/scaling/policies", jobs.scaling_policies),
-    ("GET", "/v1/scaling/policy/:id", jobs.scaling_policy),
+    ("GET", "/v1/scaling/policies", scaling_routes.list_policies),
+    ("GET", "/v1/scaling/policy/:id", scaling_routes.get_policy),
+    ("GET", "/v1/scaling/policy/:id/decisions", scaling_routes.policy_decisions),
     ("GET", "/v1/evaluations", cluster.list_evals),
     ("GET", "/v1/evaluation/:id", cluster.get_eval),
     ("GET", "/v1/evaluation/:id/allocations", cluster.eval_allocations),

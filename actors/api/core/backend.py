@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from actors.agent.core import FleetSpec
 from actors.state import StateReader
@@ -59,6 +59,12 @@ class Backend(Protocol):
     def package_job(self, job: Job) -> Job:
         """The job with its `ray` tasks' local code uploaded to the cluster (paths become
         URIs: launch/ray_packages.py); as is where no Ray is attached."""
+        ...
+
+    def scaling_explain(self, policy_id: str, limit: int) -> dict[str, Any] | None:
+        """The autoscaler's view of a policy and its last `limit` decisions, newest first
+        (`{"Policy": {...}, "Decisions": [...]}`); None for a policy it does not know.
+        ApiError(503) when no autoscaler runs or it does not answer."""
         ...
 
     def delete_fleet(self, name: str, deadline_s: float) -> int:

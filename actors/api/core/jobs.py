@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import itertools
-import uuid
 from typing import Any
 
 from actors.api.core import shapes
 from actors.api.core.call import Call
 from actors.api.core.dry_run import plan_job
-from actors.api.core.errors import ApiError, bad_request, not_found
+from actors.api.core.errors import bad_request, not_found
 from actors.api.core.http_types import ApiResponse
 from actors.state import StateReader
 from contracts import ClientStatus, Job, ValidationError, to_wire
@@ -17,7 +16,6 @@ from contracts.jobspec import parse_hcl_with_warnings, parse_json_with_warnings
 from contracts.messages import LeaderResponse, RequestKind
 
 JOB_TABLES = ("jobs",)
-_POLICY_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "drover:scaling-policy")
 
 
 def _require_job(state: StateReader, call: Call) -> Job:
@@ -321,45 +319,3 @@ def scale(call: Call) -> ApiResponse:
         enforce_index=modify_index if enforce else None,
     )
     return _write_reply(response)
-
-
-def scaling_policies(call: Call) -> ApiResponse:
-    def render(state: StateReader) -> Any:
-        return [
-            _policy_stub(job, tg.name)
-            for job in sorted(state.jobs(), key=lambda j: j.id)
-            for tg in job.task_groups
-            if tg.scaling is not None and (call.namespace == "*" or job.namespace == call.namespace)
-        ]
-
-    return call.read(JOB_TABLES, render)
-
-
-def _policy_id(job: Job, group: str) -> str:
-    """Stable per (namespace, job, group), shaped like Nomad's UUID policy IDs."""
-    return str(uuid.uuid5(_POLICY_NAMESPACE, f"{job.namespace}/{job.id}/{group}"))
-
-
-def _policy_stub(job: Job, group: str) -> dict[str, Any]:
-    return {
-        "ID": _policy_id(job, group),
-        "Enabled": True,
-        "Type": "horizontal",
-        "Target": {"Namespace": job.namespace, "Job": job.id, "Group": group},
-        "CreateIndex": job.create_index,
-        "ModifyIndex": job.modify_index,
-    }
-
-
-def scaling_policy(call: Call) -> ApiResponse:
-    wanted = call.params["id"]
-
-    def render(state: StateReader) -> Any:
-        for job in state.jobs():
-            for tg in job.task_groups:
-                if tg.scaling is not None and _policy_id(job, tg.name) == wanted:
-                    policy = to_wire(tg.scaling)
-                    return {**_policy_stub(job, tg.name), **policy}
-        raise ApiError(404, f'scaling policy "{wanted}" not found')
-
-    return call.read(JOB_TABLES, render)

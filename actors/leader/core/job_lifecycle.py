@@ -188,6 +188,11 @@ def scale_job(
     tg = job.lookup_task_group(group)
     if tg is None:
         raise ValidationError(f'task group "{group}" specified for scaling does not exist in job')
+    if job.stop and count is not None:
+        # Nomad's server takes the count and writes a version that stays stopped; drover
+        # refuses it, as the Nomad Autoscaler never scales a stopped job (its target is
+        # not Ready). An event without a count is still recorded.
+        raise ValidationError(f'job "{job_id}" is stopped: run it again before scaling it')
     event = ScalingEvent(
         time=now_ns,
         count=count,

@@ -227,6 +227,7 @@ class LeaderCore:
                     request.group,
                     request.count,
                     message=request.message,
+                    error=request.error,
                     meta=request.meta,
                     now_ns=self.now_ns(),
                     new_id=self.new_id,

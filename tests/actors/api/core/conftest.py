@@ -36,6 +36,8 @@ class MemoryBackend:
         self.changed = threading.Condition()
         self.waits: list[float] = []  # each wait_after's timeout, in the order asked
         self.waiting = threading.Event()  # set when a blocking read starts waiting
+        # What an autoscaler would answer per policy ID; None: no autoscaler runs.
+        self.autoscaler: dict[str, dict[str, Any]] | None = None
 
     def snapshot(self) -> StateReader:
         return self.store.snapshot()
@@ -103,6 +105,14 @@ class MemoryBackend:
         for name, spec in list(self.declared.items()):
             if spec.deleting and not any(self.store.node(n.id) for n in simulated_nodes(spec)):
                 del self.declared[name]
+
+    def scaling_explain(self, policy_id: str, limit: int) -> dict[str, Any] | None:
+        if self.autoscaler is None:
+            raise ApiError(503, "no autoscaler runs with this agent")
+        known = self.autoscaler.get(policy_id)
+        if known is None:
+            return None
+        return {"Policy": known["Policy"], "Decisions": known["Decisions"][:limit]}
 
     def package_job(self, job: Job) -> Job:
         return job  # no Ray here: nothing to upload

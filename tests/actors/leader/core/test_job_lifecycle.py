@@ -397,6 +397,23 @@ def test_scale_writes_version_eval_and_event() -> None:
     assert (event.eval_id, event.meta, event.error) == (write.eval_id, {"by": "me"}, False)
 
 
+def test_a_stopped_job_is_not_scaled_but_an_event_is_still_recorded() -> None:
+    c = Cluster()
+    c.register(scalable_job())
+    c.commit(stop_job(c.store, "default", "example", now_ns=NOW, new_id=c.new_id))
+    stopped_version = c.job().version
+    with pytest.raises(ValidationError) as exc:
+        scale_job(c.store, "default", "example", "web", 5, now_ns=NOW, new_id=c.new_id)
+    assert str(exc.value) == 'job "example" is stopped: run it again before scaling it'
+    assert (c.job().version, c.job().task_groups[0].count) == (stopped_version, 3)
+    write = scale_job(
+        c.store, "default", "example", "web", None, message="noted", now_ns=NOW, new_id=c.new_id
+    )
+    c.commit(write)
+    (event,) = c.store.scaling_events("default", "example")["web"]
+    assert (event.count, event.message) == (None, "noted")
+
+
 def test_scale_without_count_records_only_an_event() -> None:
     c = Cluster()
     c.register(scalable_job())

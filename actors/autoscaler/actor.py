@@ -1,0 +1,80 @@
+"""The autoscaler's Ray shell (see service.py): Scale calls go to the leader over its request
+stream (LeaderLink), as the API's writes do. `AutoscalerClient` is how the API reaches it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from actors.autoscaler.service import AutoscalerService
+from actors.runtime.shell import ServiceShell, actor_telemetry
+from actors.streams.client import connect
+from actors.streams.leader_link import LeaderLink
+from actors.streams.names import StreamNames
+from observability.safe_export import ExportStats
+
+CALL_TIMEOUT_S = 10.0
+
+
+class AutoscalerActor(ServiceShell):
+    def __init__(
+        self,
+        redis_url: str,
+        prefix: str = "drover",
+        policy_dir: str | None = None,
+        *,
+        telemetry_dir: str | None = None,
+        tracing: bool = True,
+    ) -> None:
+        self.telemetry = actor_telemetry("autoscaler", "autoscaler", telemetry_dir, tracing)
+        client = connect(redis_url, client_name="drover-autoscaler")
+        names = StreamNames(prefix)
+        self._link = LeaderLink(client, names, "autoscaler").start()
+        self._serve(
+            AutoscalerService(
+                client,
+                names,
+                self._link.send,
+                policy_dir=Path(policy_dir) if policy_dir else None,
+                telemetry=self.telemetry,
+            )
+        )
+
+    def policies(self) -> list[dict[str, Any]]:
+        policies: list[dict[str, Any]] = self.service.policies()
+        return policies
+
+    def policy(self, policy_id: str) -> dict[str, Any] | None:
+        policy: dict[str, Any] | None = self.service.policy(policy_id)
+        return policy
+
+    def decisions(self, policy_id: str, limit: int = 20) -> list[dict[str, Any]]:
+        """The policy's last decisions, newest first (JSON-ready)."""
+        decisions: list[dict[str, Any]] = self.service.decision_log(policy_id, limit)
+        return decisions
+
+    def explain(self, policy_id: str, limit: int = 20) -> dict[str, Any] | None:
+        """{"Policy": policy(id), "Decisions": decisions(id, limit)}, read together."""
+        explained: dict[str, Any] | None = self.service.explain(policy_id, limit)
+        return explained
+
+    def shutdown(self) -> dict[str, ExportStats]:
+        stats = super().shutdown()
+        self._link.stop()
+        return stats
+
+
+class AutoscalerClient:
+    """The autoscaler actor as the API's backend calls it (from its HTTP threads)."""
+
+    def __init__(self, handle: Any, timeout_s: float = CALL_TIMEOUT_S) -> None:
+        self.handle = handle
+        self.timeout_s = timeout_s
+
+    def explain(self, policy_id: str, limit: int) -> dict[str, Any] | None:
+        explained: dict[str, Any] | None = ray.get(
+            self.handle.explain.remote(policy_id, limit), timeout=self.timeout_s
+        )
+        return explained

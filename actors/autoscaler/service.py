@@ -1,0 +1,370 @@
+"""The autoscaler service: Nomad Autoscaler's policy loop over drover's state and metrics.
+
+    state log --(replica thread, read compact)--> registry: the policies of the job an entry
+        changed; AllocCounts: the live allocations per group (the replica keeps no records)
+    usage stream --(XREAD, batched)--> usage store (the `drover` metric source)
+    each policy, every evaluation_interval (first after one interval plus a 0-290 ms splay):
+        target status from the replica -> handler.tick -> decision (one span, kept in the log)
+        decision.scale_due -> Job.Scale through the leader, on a small pool so that a slow
+        answer never holds other policies back; the answer is handed back to the loop, which
+        tells the handler (cooldown, or back to idle).
+
+Each Scale request's id is derived from its decision's id, and a decision is sent once: the
+leader applies a request id at most once, so nothing is scaled twice for one decision even
+if a request is read again after a leader restart. A failing metric source or a refused
+Scale is recorded in the decision and the loop goes on. Restartable: a new service rebuilds
+the registry from the log, backfills the usage of the last `backfill_s` from the stream
+(capped), and each handler resumes its cooldown from the group's last scaling event.
+
+Policy files (`policy_dir`, *.hcl) are loaded at start; fleet targets among them are listed
+but not acted on yet.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from actors.autoscaler.core.alloc_counts import ALLOC_CHANGES, AllocCounts, without_allocs
+from actors.autoscaler.core.decisions import DecisionLog, to_json
+from actors.autoscaler.core.handler import PolicyHandler, interval_splay_s
+from actors.autoscaler.core.registry import PolicyEntry, PolicyRegistry
+from actors.autoscaler.core.status import group_status
+from actors.autoscaler.core.usage_store import UsageStore
+from actors.autoscaler.core.views import policy_json
+from actors.autoscaler.scaler import Scaler
+from actors.autoscaler.tracing import AutoscalerTracing
+from actors.process_settings import tune_gc
+from actors.runtime.replica import LogReplica
+from actors.state import StateReader, StateStore
+from actors.streams.envelope import BadMessage, decode_envelope
+from actors.streams.names import StreamNames
+from contracts.codec import CodecError
+from contracts.messages import LeaderRequest, LeaderResponse
+from contracts.state_log import LogEntry, PurgeJob, UpsertJob, decode_entry
+from contracts.usage import REPORT_TYPE, decode_report
+from observability import Telemetry
+
+log = logging.getLogger(__name__)
+
+USAGE_READ_COUNT = 512
+PRUNE_EVERY_S = 30.0
+
+
+class AutoscalerService:
+    def __init__(
+        self,
+        client: redis.Redis,
+        names: StreamNames,
+        send: Callable[[LeaderRequest], LeaderResponse],
+        *,
+        policy_dir: Path | None = None,
+        telemetry: Telemetry | None = None,
+        clock: Callable[[], float] = time.time,
+        seed: int | None = None,
+        usage: UsageStore | None = None,
+        decisions_kept: int = 50,
+        usage_block_ms: int = 200,
+        backfill_s: float = 60.0,
+        scale_workers: int = 4,
+    ) -> None:
+        tune_gc()
+        self.client = client
+        self.names = names
+        self.send = send
+        self.policy_dir = policy_dir
+        self.clock = clock
+        self.rng = random.Random(seed)
+        self.tracing = AutoscalerTracing(telemetry or Telemetry.disabled("autoscaler"), names.usage)
+        self.usage = usage or UsageStore()
+        self.registry = PolicyRegistry()
+        self.decisions = DecisionLog(decisions_kept)
+        self.handlers: dict[str, PolicyHandler] = {}
+        self.due: dict[str, float] = {}  # policy id -> next evaluation (clock seconds)
+        # The replica thread, the loop and the actor's method threads share the above.
+        self.lock = threading.RLock()
+        self._dirty: set[str] = set()  # policies the log changed, for the loop to take up
+        # Of allocations the autoscaler needs only counts per group: the log is read compact
+        # and no allocation record is built or stored (a full replica would cost this actor
+        # as much as the API's, on every allocation of the cluster).
+        self.alloc_counts = AllocCounts()
+        self.replica = LogReplica(
+            client,
+            names,
+            store=StateStore(),
+            listener=self._on_entry,
+            decode=partial(decode_entry, compact=True),
+            reduce=without_allocs,
+        )
+        self.scaler = Scaler(send, self.tracing, scale_workers)
+        self._usage_id = "0-0"
+        self._usage_block_ms = usage_block_ms
+        self._backfill_s = backfill_s
+        self._next_prune = 0.0
+        self.stats: dict[str, int] = {
+            "policies": 0,
+            "evaluated_policies": 0,
+            "evaluations": 0,
+            "evaluation_errors": 0,
+            "scale_calls": 0,
+            "scale_ok": 0,
+            "scale_failed": 0,
+            "usage_reports": 0,
+            "usage_samples": 0,
+            "bad_usage_reports": 0,
+            "loop_errors": 0,
+        }
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._load_policy_dir()
+        self.replica.load()
+        since_ms = max(0, int((self.clock() - self._backfill_s) * 1000))
+        self._usage_id = f"{since_ms}-0"
+        self.sync_policies()
+        with self.lock:  # from now on only the groups some policy reads are kept
+            self.usage.track(self.registry.tracked_groups())
+
+    def run(self, stop: threading.Event) -> None:
+        tail = threading.Thread(target=self.replica.run, args=(stop, 100), daemon=True)
+        tail.start()
+        try:
+            while not stop.is_set():
+                try:
+                    self.poll_once()
+                except redis.ConnectionError:
+                    if stop.is_set():
+                        return
+                    stop.wait(0.2)
+                except Exception:  # never die: log it, count it, and go on
+                    log.exception("autoscaler loop failed")
+                    self.stats["loop_errors"] += 1
+                    stop.wait(0.2)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self.scaler.close()
+
+    def poll_once(self) -> int:
+        """One turn: answers settled, policy changes taken up, usage read (waiting at most
+        until the next evaluation is due), due policies evaluated. Returns how many were."""
+        self.settle_answers()
+        self.sync_policies()
+        self.read_usage(self._wait_ms())
+        self.settle_answers()
+        now = self.clock()
+        evaluated = self.evaluate_due(now)
+        if now >= self._next_prune:
+            self._next_prune = now + PRUNE_EVERY_S
+            self.usage.prune(now)
+        return evaluated
+
+    # -- policies --------------------------------------------------------------------------------
+
+    def _load_policy_dir(self) -> None:
+        if self.policy_dir is None:
+            return
+        if not self.policy_dir.is_dir():
+            log.warning("autoscaler policy dir %s is not a directory", self.policy_dir)
+            return
+        for path in sorted(self.policy_dir.glob("*.hcl")):
+            try:
+                text = path.read_text()
+            except OSError as exc:
+                log.warning("autoscaler policy file %s unreadable: %s", path, exc)
+                continue
+            self.apply_policy_file(str(path), text)
+
+    def apply_policy_file(self, path: str, text: str) -> list[dict[str, Any]]:
+        """Load (or reload) one policy file; returns its policies as `policies()` lists them
+        (a file that does not parse gives one entry carrying the problems)."""
+        with self.lock:
+            change = self.registry.apply_file(path, text)
+            self._dirty.update(change.added + change.updated + change.removed)
+            return [self._policy_view(e) for e in self.registry.entries() if e.path == path]
+
+    def _on_entry(self, entry: LogEntry, state: StateStore) -> None:
+        change = entry.change
+        if isinstance(change, ALLOC_CHANGES):
+            with self.lock:
+                self.alloc_counts.apply(change)
+            return
+        if isinstance(change, UpsertJob):
+            key = (change.job.namespace, change.job.id)
+        elif isinstance(change, PurgeJob):
+            key = (change.namespace, change.job_id)
+        else:
+            return
+        job = state.job(*key)
+        with self.lock:
+            result = self.registry.apply_job(key[0], key[1], job, entry.index)
+            self._dirty.update(result.added + result.updated + result.removed)
+
+    def sync_policies(self) -> None:
+        """Start, update or stop the handlers of the policies that changed."""
+        with self.lock:
+            if not self._dirty:
+                return
+            dirty, self._dirty = self._dirty, set()
+            now = self.clock()
+            for policy_id in dirty:
+                self._sync(policy_id, now)
+            self.usage.track(self.registry.tracked_groups())
+            self.stats["policies"] = len(self.registry)
+            self.stats["evaluated_policies"] = len(self.handlers)
+
+    def _sync(self, policy_id: str, now: float) -> None:
+        entry = self.registry.get(policy_id)
+        handler = self.handlers.get(policy_id)
+        if entry is None or not entry.runnable or entry.policy is None:
+            if handler is not None:
+                del self.handlers[policy_id]
+                self.due.pop(policy_id, None)
+            if entry is None:
+                self.decisions.forget(policy_id)
+            return
+        policy = entry.policy
+        if handler is None:
+            self.handlers[policy_id] = PolicyHandler(policy_id, policy)
+            self.due[policy_id] = now + policy.evaluation_interval_s + interval_splay_s(self.rng)
+        elif handler.policy != policy and handler.update_policy(policy):
+            self.due[policy_id] = now + policy.evaluation_interval_s + interval_splay_s(self.rng)
+
+    # -- usage -----------------------------------------------------------------------------------
+
+    def _wait_ms(self) -> int | None:
+        """How long the usage read may block: until the next evaluation, at most
+        usage_block_ms; None (do not block) when one is due."""
+        with self.lock:
+            next_due = min(self.due.values(), default=None)
+        if next_due is None:
+            return self._usage_block_ms
+        wait_ms = int((next_due - self.clock()) * 1000)
+        return None if wait_ms <= 0 else min(wait_ms, self._usage_block_ms)
+
+    def read_usage(self, block_ms: int | None = None) -> int:
+        """Read what the agents reported since the last read; returns how many samples."""
+        reply: Any = self.client.xread(
+            {self.names.usage: self._usage_id}, count=USAGE_READ_COUNT, block=block_ms
+        )
+        kept = 0
+        for _stream, rows in reply or ():
+            for entry_id, fields in rows:
+                self._usage_id = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+                try:
+                    envelope = decode_envelope(fields)
+                    if envelope.type != REPORT_TYPE:
+                        raise BadMessage(f"unexpected message type {envelope.type!r}")
+                    report = decode_report(envelope.body)
+                except (BadMessage, CodecError) as exc:
+                    self.stats["bad_usage_reports"] += 1
+                    log.debug("unreadable usage report %s: %s", self._usage_id, exc)
+                    continue
+                self.stats["usage_reports"] += 1
+                self.stats["usage_samples"] += len(report.samples)
+                kept += self.usage.add(report.samples)
+        return kept
+
+    # -- evaluations -----------------------------------------------------------------------------
+
+    def evaluate_due(self, now: float) -> int:
+        with self.lock:
+            due = sorted((at, pid) for pid, at in self.due.items() if at <= now)
+        if not due:
+            return 0
+        state = self.replica.snapshot()
+        for at, policy_id in due:
+            self._evaluate(policy_id, at, state)
+        return len(due)
+
+    def _evaluate(self, policy_id: str, due_at: float, state: StateReader) -> None:
+        with self.lock:
+            handler = self.handlers.get(policy_id)
+            entry = self.registry.get(policy_id)
+            if handler is None or entry is None:
+                return
+            now = self.clock()
+            interval = handler.policy.evaluation_interval_s
+            self.due[policy_id] = due_at + interval if due_at + interval > now else now + interval
+            label = "/".join(entry.group_key)
+            with self.tracing.evaluation(policy_id, label) as span:
+                try:
+                    status = group_status(state, *entry.group_key, self.alloc_counts)
+                    decision = handler.tick(now, status, self.usage.reader(entry.group_key))
+                except Exception:  # a bug in one policy's evaluation must not stop the rest
+                    log.exception("evaluating scaling policy %s failed", policy_id)
+                    self.stats["evaluation_errors"] += 1
+                    return
+                self.tracing.record(span, decision)
+                self.decisions.add(decision)
+                self.stats["evaluations"] += 1
+                if decision.scale_due and self.scaler.submit(entry, decision, span):
+                    self.stats["scale_calls"] += 1
+
+    def settle_answers(self) -> int:
+        """Hand the Scale calls' answers to their handlers and decisions."""
+        answers = self.scaler.answers()
+        for answer in answers:
+            with self.lock:
+                self.stats["scale_ok" if answer.ok else "scale_failed"] += 1
+                handler = self.handlers.get(answer.policy_id)
+                if handler is not None:
+                    if answer.ok:
+                        handler.scale_succeeded(answer.decision_id, self.clock())
+                    else:
+                        handler.scale_failed(answer.decision_id)
+                self.decisions.settle(
+                    answer.decision_id,
+                    answer.ok,
+                    error=answer.error,
+                    eval_id=answer.eval_id,
+                    index=answer.index,
+                )
+            if not answer.ok:
+                log.warning("scaling policy %s: Scale refused: %s", answer.policy_id, answer.error)
+        return len(answers)
+
+    # -- views (the actor's methods) -------------------------------------------------------------
+
+    def policies(self) -> list[dict[str, Any]]:
+        with self.lock:
+            entries = sorted(self.registry.entries(), key=lambda e: (e.origin, e.id))
+            return [self._policy_view(e) for e in entries]
+
+    def policy(self, policy_id: str) -> dict[str, Any] | None:
+        with self.lock:
+            entry = self.registry.get(policy_id)
+            return self._policy_view(entry) if entry is not None else None
+
+    def decision_log(self, policy_id: str, limit: int = 20) -> list[dict[str, Any]]:
+        """The policy's last decisions, newest first."""
+        with self.lock:
+            return [to_json(r) for r in self.decisions.last(policy_id, limit)]
+
+    def explain(self, policy_id: str, limit: int = 20) -> dict[str, Any] | None:
+        """The policy as `policy` gives it and its last decisions, read together; None for
+        a policy the autoscaler does not know."""
+        with self.lock:
+            entry = self.registry.get(policy_id)
+            if entry is None:
+                return None
+            return {
+                "Policy": self._policy_view(entry),
+                "Decisions": self.decision_log(policy_id, limit),
+            }
+
+    def _policy_view(self, entry: PolicyEntry) -> dict[str, Any]:
+        last = self.decisions.last(entry.id, 1)
+        return policy_json(
+            entry, self.handlers.get(entry.id), self.due.get(entry.id), last[0] if last else None
+        )

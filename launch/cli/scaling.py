@@ -1,0 +1,240 @@
+"""`drover scaling policy list | status | explain`: Nomad's `scaling policy list / info`, and
+drover's `explain`, which shows what the autoscaler decided and why."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import orjson
+
+from launch.cli.client import ApiClient, CliError, segment
+from launch.cli.output import date, key_values, print_json, short, table
+
+DEFAULT_DECISIONS = 10
+
+
+def format_target(target: dict[str, str]) -> str:
+    """Nomad's `Namespace:default,Job:web,Group:api` (formatScalingPolicyTarget)."""
+    known = ("namespace", "job", "group")
+    first = [f"{k}:{v}" for name in known for k, v in target.items() if k.lower() == name]
+    rest = [f"{k}:{v}" for k, v in sorted(target.items()) if k.lower() not in known]
+    return ",".join(first + rest)
+
+
+def _when(seconds: float | None) -> str:
+    return date(int(seconds * 1e9)) if seconds else "-"
+
+
+def _policy_table(stubs: list[dict[str, Any]], verbose: bool) -> str:
+    if not stubs:
+        return "No policies found"
+    rows = sorted(stubs, key=lambda s: format_target(s["Target"]))
+    return table(
+        ["ID", "Enabled", "Type", "Target"],
+        [
+            (
+                p["ID"] if verbose else short(p["ID"]),
+                str(p["Enabled"]).lower(),
+                p["Type"],
+                format_target(p["Target"]),
+            )
+            for p in rows
+        ],
+    )
+
+
+def policy_list(args: argparse.Namespace, client: ApiClient) -> int:
+    stubs = client.get("/v1/scaling/policies", job=args.job or None, type=args.type or None)
+    if args.json:
+        print_json(stubs)
+        return 0
+    print(_policy_table(stubs, args.verbose))
+    return 0
+
+
+def _resolve(client: ApiClient, prefix: str) -> str:
+    if len(prefix) == 1:
+        raise CliError("Identifier must contain at least two characters.")
+    matches = client.get("/v1/scaling/policies", prefix=prefix)
+    if not matches:
+        raise CliError(f'No scaling policies with prefix or id "{prefix}" found')
+    if len(matches) > 1:
+        raise CliError(
+            f"Prefix matched multiple scaling policies\n\n{_policy_table(matches, True)}"
+        )
+    return str(matches[0]["ID"])
+
+
+def _explained(client: ApiClient, policy_id: str, limit: int) -> dict[str, Any] | None:
+    """The autoscaler's view, or None when no autoscaler answers (the policy is Nomad's
+    either way)."""
+    try:
+        explained: dict[str, Any] = client.get(
+            f"/v1/scaling/policy/{segment(policy_id)}/decisions", limit=limit
+        )
+    except CliError as exc:
+        if ": 503 " in str(exc) or ": 404 " in str(exc):
+            return None
+        raise
+    return explained
+
+
+def policy_status(args: argparse.Namespace, client: ApiClient) -> int:
+    policy_id = _resolve(client, args.policy)
+    policy = client.get(f"/v1/scaling/policy/{segment(policy_id)}")
+    explained = _explained(client, policy_id, 1)
+    if args.json:
+        print_json({**policy, "Autoscaler": explained})
+        return 0
+    print(
+        key_values(
+            [
+                ("ID", policy["ID"] if args.verbose else short(policy["ID"])),
+                ("Enabled", str(policy["Enabled"]).lower()),
+                ("Target", format_target(policy["Target"])),
+                ("Min", policy["Min"]),
+                ("Max", policy["Max"]),
+            ]
+        )
+    )
+    print("\nPolicy:")
+    print(_json_text(policy["Policy"]) if policy["Policy"] else "<empty>")
+    print("\nAutoscaler")
+    print(_autoscaler_block(explained))
+    return 0
+
+
+def _json_text(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
+
+
+def _autoscaler_block(explained: dict[str, Any] | None) -> str:
+    if explained is None:
+        return "not evaluated (no autoscaler runs, or it does not know this policy)"
+    view = explained["Policy"]
+    if not view["Evaluated"]:
+        why = view["Error"] or view["Note"] or ("disabled" if not view["Enabled"] else "")
+        return f"not evaluated: {why}"
+    pairs: list[tuple[str, Any]] = [
+        ("State", view["State"]),
+        ("Evaluation Interval", f"{view['EvaluationInterval']:g}s"),
+        ("Cooldown", f"{view['Cooldown']:g}s (after a scale-up: {view['CooldownOnScaleUp']:g}s)"),
+        ("Cooldown Until", _when(view["CooldownUntil"])),
+        ("Next Evaluation", _when(view["NextEvaluation"])),
+    ]
+    last = view["LastDecision"]
+    if last is not None:
+        pairs.append(
+            ("Last Decision", f"{_when(last['Time'])} {last['Outcome']}: {last['Reason']}")
+        )
+    return key_values(pairs)
+
+
+def policy_explain(args: argparse.Namespace, client: ApiClient) -> int:
+    stubs = client.get("/v1/scaling/policies", job=args.job)
+    found = [s for s in stubs if s["Target"].get("Group") == args.group]
+    if not found:
+        raise CliError(f'no scaling policy for group "{args.group}" of job "{args.job}"')
+    policy_id = str(found[0]["ID"])
+    try:
+        explained = client.get(f"/v1/scaling/policy/{segment(policy_id)}/decisions", limit=args.n)
+    except CliError as exc:
+        raise CliError(f"{exc} (the autoscaler keeps the decisions)") from None
+    if args.json:
+        print_json(explained)
+        return 0
+    view = explained["Policy"]
+    print(
+        key_values(
+            [
+                ("Policy", f"{short(policy_id)} ({format_target(found[0]['Target'])})"),
+                ("State", view["State"] or "not evaluated"),
+                ("Cooldown Until", _when(view["CooldownUntil"])),
+                ("Next Evaluation", _when(view["NextEvaluation"])),
+            ]
+        )
+    )
+    decisions = explained["Decisions"]
+    if not decisions:
+        why = view["Error"] or view["Note"]
+        print("\nNo decisions yet" + (f": {why}" if why else ""))
+        return 0
+    for decision in decisions:
+        print()
+        print(explain_decision(decision))
+    return 0
+
+
+def explain_decision(d: dict[str, Any]) -> str:
+    """One decision as lines: when, outcome and count, why, each check, the call."""
+    action = d["Action"]
+    head = f"{_when(d['Time'])}  {d['Outcome']}"
+    if d["CurrentCount"] is not None:
+        head += f"  count {d['CurrentCount']}"
+        if action is not None and d["Outcome"] in ("scale", "cooldown", "in-flight"):
+            head += f" -> {action['Count']}"
+    if d["Winner"]:
+        head += f'  (winner: check "{d["Winner"]}")'
+    lines = [head, f"  reason: {d['Reason']}"]
+    for check in d["Checks"]:
+        lines.append("  " + _check_line(check))
+    if d["Capped"] and d["Proposed"] is not None:
+        original = d["Proposed"]["Meta"].get("nomad_autoscaler.count.original")
+        lines.append(f"  capped: {original} -> {d['Proposed']['Count']} (min/max)")
+    for note in d["Adjustments"]:
+        lines.append(f"  adjusted: {note}")
+    if d["CooldownUntil"]:
+        lines.append(f"  cooldown until {_when(d['CooldownUntil'])}")
+    scale = d["Scale"]
+    if scale is not None:
+        detail = scale["Error"] or (
+            f"evaluation {short(scale['EvalID'])}" if scale["EvalID"] else ""
+        )
+        lines.append(f"  scale call: {scale['Status']}" + (f", {detail}" if detail else ""))
+    return "\n".join(lines)
+
+
+def _check_line(check: dict[str, Any]) -> str:
+    query = check["Query"]
+    what = f'check "{check["Name"]}" ({check["Strategy"]})'
+    if query is not None:
+        value = "-" if check["Value"] is None else f"{check['Value']:g}"
+        what += f": {query['Query']} = {value} ({check['PointsRead']} points)"
+    action = check["Action"]
+    if check["Error"]:
+        what += f" -> error{' (ignored)' if check['Ignored'] else ''}: {check['Error']}"
+    elif action is not None:
+        what += f" -> {action['Count']} ({action['Direction']})"
+        if action["Reason"]:
+            what += f": {action['Reason']}"
+    return what
+
+
+def add_parser(commands: Any, flag: Any) -> None:
+    scaling = commands.add_parser("scaling", help="scaling policies and the autoscaler")
+    groups = scaling.add_subparsers(dest="scaling_command", required=True)
+    policy = groups.add_parser("policy", help="scaling policies").add_subparsers(
+        dest="policy_command", required=True
+    )
+
+    p = policy.add_parser("list", help="list the scaling policies")
+    p.set_defaults(handler=policy_list, needs_client=True)
+    flag(p, "-json", action="store_true", help="print JSON")
+    flag(p, "-verbose", action="store_true", help="full IDs")
+    flag(p, "-job", default="", help="only this job's policies")
+    flag(p, "-type", default="", help="only policies of this type (horizontal)")
+
+    for name in ("status", "info"):
+        p = policy.add_parser(name, help="show a scaling policy (Nomad's `info`)")
+        p.set_defaults(handler=policy_status, needs_client=True)
+        flag(p, "-json", action="store_true", help="print JSON")
+        flag(p, "-verbose", action="store_true", help="full IDs")
+        p.add_argument("policy", help="policy ID or prefix")
+
+    p = policy.add_parser("explain", help="the autoscaler's last decisions for a job group")
+    p.set_defaults(handler=policy_explain, needs_client=True)
+    flag(p, "-json", action="store_true", help="print JSON")
+    flag(p, "-n", type=int, default=DEFAULT_DECISIONS, help="how many decisions (newest first)")
+    p.add_argument("job")
+    p.add_argument("group")

@@ -1,0 +1,353 @@
+"""The autoscaler service on a real Redis, following a real leader's log, with a broker, a
+scheduler worker and a simulated client agent running the allocations (no Ray). Usage is
+published on the usage stream here, as the agents publish it, on a clock the test moves:
+the evaluations happen when the test polls, never on a timer.
+
+Checked: a target-value policy on avg_cpu makes a Scale call with the count, message and
+meta Nomad's autoscaler sends; the cooldown holds the next one back, also across a restart
+(resumed from the scaling event); a broken query, missing metrics or a refused call are
+recorded and the loop goes on; each decision is applied once; the evaluation is a span."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from actors.agent.core import FleetSpec, builtin_drivers, simulated_nodes
+from actors.agent.service import AgentService
+from actors.autoscaler.core.registry import FLEETS_NOT_BUILT, group_policy_id
+from actors.autoscaler.service import AutoscalerService
+from actors.autoscaler.tracing import EVENT_CHECK, SPAN_EVALUATE, SPAN_SCALE
+from actors.broker.service import BrokerService
+from actors.leader.service import LeaderService
+from actors.streams import StreamBus
+from actors.streams.names import StreamNames
+from actors.worker.service import WorkerService
+from contracts import ClientStatus
+from contracts.jobspec import parse_hcl
+from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
+from contracts.usage import REPORT_TYPE, USAGE_STREAM_MAXLEN, AllocUsage, UsageReport
+
+NAMES = StreamNames("asc")
+FLEET = FleetSpec(name="sim", count=2, cpu_mhz=8000, memory_mb=16384)
+WEB_ID = group_policy_id("default", "web", "api")
+
+
+def web_hcl(query: str = "avg_cpu", *, on_check_error: str = "ignore", count: int = 2) -> str:
+    return f"""
+job "web" {{
+  group "api" {{
+    count = {count}
+    scaling {{
+      min = 1
+      max = 10
+      policy {{
+        evaluation_interval = "10s"
+        cooldown            = "2m"
+        on_check_error      = "{on_check_error}"
+        check "cpu" {{
+          query        = "{query}"
+          query_window = "30s"
+          strategy "target-value" {{ target = 50 }}
+        }}
+      }}
+    }}
+    task "t" {{
+      driver = "mock"
+      resources {{
+        cpu    = 500
+        memory = 128
+      }}
+    }}
+  }}
+}}
+"""
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Cluster:
+    client: redis.Redis
+    leader: LeaderService
+
+    def run_job(self, hcl: str) -> LeaderResponse:
+        request = LeaderRequest(
+            RequestKind.REGISTER_JOB, request_id=f"reg-{time.monotonic_ns()}", job=parse_hcl(hcl)
+        )
+        response = self.leader.submit(request)
+        assert response.ok, response.error
+        return response
+
+    def running(self, job_id: str = "web") -> list[str]:
+        allocs = self.leader.store.allocs_by_job("default", job_id)
+        return [a.id for a in allocs if a.client_status is ClientStatus.RUNNING]
+
+    def wait_running(self, count: int, job_id: str = "web") -> list[str]:
+        def probe() -> list[str] | None:
+            ids = self.running(job_id)
+            return ids if len(ids) >= count else None
+
+        result: list[str] = wait_for(probe)
+        return result
+
+    def group_count(self, job_id: str = "web") -> int:
+        job = self.leader.store.job("default", job_id)
+        assert job is not None
+        return job.task_groups[0].count
+
+    def report(self, allocs: list[str], cpu: float, at: float, job_id: str = "web") -> None:
+        """Usage of the allocations at `at` and the 9 seconds before, as agents publish it."""
+        samples = tuple(
+            AllocUsage(a, "default", job_id, "api", "n", int((at - s) * 1e9), 0.0, cpu, 64.0)
+            for a in allocs
+            for s in range(10)
+        )
+        StreamBus(self.client).publish(
+            NAMES.usage,
+            [(REPORT_TYPE, UsageReport("test", samples))],
+            trace={},
+            maxlen=USAGE_STREAM_MAXLEN,
+        )
+
+
+def wait_for(probe: Callable[[], Any], timeout_s: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = probe()
+        if value:
+            return value
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def cluster(
+    client: redis.Redis, run_in_thread: Callable[[Any], Callable[[], None]], tmp_path: Path
+) -> Iterator[Cluster]:
+    leader = LeaderService(client, NAMES)
+    services: list[Any] = [
+        leader,
+        BrokerService(client, NAMES, capacity=2),
+        WorkerService("worker-1", client, NAMES),
+        AgentService(
+            "sim",
+            client,
+            NAMES,
+            simulated_nodes(FLEET),
+            builtin_drivers(data_dir=tmp_path / "allocs"),
+            usage_interval_s=0,  # the test is the only one reporting usage
+        ),
+    ]
+    for service in services:
+        service.start()
+    for service in reversed(services):  # stopped in this order: the leader last
+        run_in_thread(service)
+    yield Cluster(client, leader)
+
+
+def new_autoscaler(cluster: Cluster, clock: Clock, **kw: Any) -> AutoscalerService:
+    service = AutoscalerService(cluster.client, NAMES, cluster.leader.submit, clock=clock, **kw)
+    service.start()
+    return service
+
+
+def evaluate(service: AutoscalerService, cluster: Cluster, clock: Clock, after_s: float) -> int:
+    """Move the clock, bring the autoscaler's replica up to the leader, poll once."""
+    clock.now += after_s
+    assert service.replica.catch_up_to(cluster.leader.store.latest_index(), 30)
+    return service.poll_once()
+
+
+def settled(service: AutoscalerService, policy_id: str = WEB_ID) -> dict[str, Any]:
+    """The newest decision, once its Scale call (if any) was answered."""
+
+    def probe() -> dict[str, Any] | None:
+        service.settle_answers()
+        (last,) = service.decision_log(policy_id, 1)
+        scale = last["Scale"]
+        return None if scale is not None and scale["Status"] == "pending" else last
+
+    result: dict[str, Any] = wait_for(probe)
+    return result
+
+
+def test_avg_cpu_above_target_scales_the_group_up_once_then_cools_down(
+    cluster: Cluster, in_memory: Callable[[str], Any]
+) -> None:
+    telemetry, spans, _ = in_memory("autoscaler")
+    clock = Clock()
+    cluster.run_job(web_hcl())
+    allocs = cluster.wait_running(2)
+    service = new_autoscaler(cluster, clock, telemetry=telemetry)
+    assert evaluate(service, cluster, clock, 5) == 0  # not due yet: one interval first
+    cluster.report(allocs, cpu=100.0, at=clock.now + 10)
+    assert evaluate(service, cluster, clock, 10.5) == 1
+    decision = settled(service)
+    assert decision["Outcome"] == "scale" and decision["Scale"]["Status"] == "ok"
+    assert (decision["CurrentCount"], decision["Action"]["Count"]) == (2, 4)
+    (check,) = decision["Checks"]
+    assert (check["Value"], check["Action"]["Direction"]) == (100.0, "up")
+    assert cluster.group_count() == 4
+    (event,) = cluster.leader.store.scaling_events("default", "web")["api"]
+    assert (event.count, event.previous_count, event.error) == (4, 2, False)
+    assert event.message == "scaling up because factor is 2.000000"
+    assert event.meta["nomad_policy_id"] == WEB_ID
+    assert event.eval_id == decision["Scale"]["EvalID"]
+
+    # Still above target at the next interval: the cooldown holds the second call back.
+    cluster.report(allocs, cpu=100.0, at=clock.now + 10)
+    evaluate(service, cluster, clock, 10)
+    held = settled(service)
+    assert held["Outcome"] == "cooldown" and held["Scale"] is None
+    assert "not scaling while the policy cools down" in held["Reason"]
+    assert service.stats["scale_calls"] == 1 and cluster.group_count() == 4
+
+    by_name = {s.name: s for s in spans.get_finished_spans()}
+    span = by_name[SPAN_EVALUATE]
+    assert span.attributes["drover.autoscaler.policy.id"] == WEB_ID
+    assert span.attributes["drover.autoscaler.state"] == "cooldown"
+    (event_span,) = [e for e in span.events if e.name == EVENT_CHECK]
+    assert event_span.attributes["drover.autoscaler.check.value"] == 100.0
+    assert by_name[SPAN_SCALE].attributes["drover.autoscaler.scale.ok"] is True
+
+
+def test_a_restarted_autoscaler_resumes_the_cooldown_from_the_scaling_event(
+    cluster: Cluster,
+) -> None:
+    clock = Clock()
+    cluster.run_job(web_hcl())
+    allocs = cluster.wait_running(2)
+    first = new_autoscaler(cluster, clock)
+    cluster.report(allocs, cpu=100.0, at=clock.now + 11)
+    evaluate(first, cluster, clock, 11)
+    assert settled(first)["Scale"]["Status"] == "ok"
+    first.close()
+
+    clock.now += 30
+    second = new_autoscaler(cluster, clock)
+    cluster.report(allocs, cpu=100.0, at=clock.now + 11)
+    evaluate(second, cluster, clock, 11)
+    resumed = settled(second)
+    assert resumed["Outcome"] == "cooldown" and second.stats["scale_calls"] == 0
+    # Until two minutes (cooldown_on_scale_up = cooldown) after the event the first wrote.
+    (event,) = cluster.leader.store.scaling_events("default", "web")["api"]
+    assert resumed["CooldownUntil"] == pytest.approx(event.time / 1e9 + 120)
+    assert cluster.group_count() == 4
+
+
+def test_bad_queries_and_missing_metrics_are_recorded_and_the_loop_goes_on(
+    cluster: Cluster,
+) -> None:
+    clock = Clock()
+    cluster.run_job(web_hcl("avg_gpu"))
+    cluster.wait_running(2)
+    service = new_autoscaler(cluster, clock)
+    evaluate(service, cluster, clock, 11)
+    ignored = settled(service)
+    assert ignored["Outcome"] == "no-action"
+    (check,) = ignored["Checks"]
+    assert check["Ignored"] and check["Error"].startswith(
+        'failed to query source: unknown query "avg_gpu" for source "drover": expected'
+    )
+
+    # on_check_error = "fail": the evaluation fails; a valid query without data too.
+    cluster.run_job(web_hcl("avg_cpu", on_check_error="fail"))
+    evaluate(service, cluster, clock, 10)
+    failed = settled(service)
+    assert failed["Outcome"] == "failed"
+    assert failed["Reason"] == 'evaluation failed: check "cpu": no metrics available'
+    assert service.stats["loop_errors"] == 0 and service.stats["scale_calls"] == 0
+    assert cluster.group_count() == 2
+
+
+def test_a_refused_or_unanswered_scale_call_leaves_the_policy_free_to_try_again(
+    cluster: Cluster,
+) -> None:
+    clock = Clock()
+    cluster.run_job(web_hcl())
+    allocs = cluster.wait_running(2)
+    sent: list[LeaderRequest] = []
+    lost = threading.Event()
+
+    def send(request: LeaderRequest) -> LeaderResponse:
+        sent.append(request)
+        if not lost.is_set():
+            lost.set()
+            raise TimeoutError("the leader did not answer")
+        return cluster.leader.submit(request)
+
+    service = AutoscalerService(cluster.client, NAMES, send, clock=clock)
+    service.start()
+    cluster.report(allocs, cpu=100.0, at=clock.now + 11)
+    evaluate(service, cluster, clock, 11)
+    failed = settled(service)
+    assert failed["Scale"]["Status"] == "failed"
+    assert failed["Scale"]["Error"] == "TimeoutError: the leader did not answer"
+    assert cluster.group_count() == 2
+
+    cluster.report(allocs, cpu=100.0, at=clock.now + 10)
+    evaluate(service, cluster, clock, 10)  # no cooldown after a failed call: it tries again
+    assert settled(service)["Scale"]["Status"] == "ok" and cluster.group_count() == 4
+    # One request per decision, each under its decision's id (the leader applies an id once).
+    assert len({r.request_id for r in sent}) == 2
+    assert all(r.request_id.startswith(f"autoscaler-{WEB_ID}:") for r in sent)
+    assert service.stats["scale_failed"] == 1 and service.stats["scale_ok"] == 1
+
+
+def test_a_stopped_job_is_not_scaled_and_a_purged_one_is_forgotten(cluster: Cluster) -> None:
+    clock = Clock()
+    cluster.run_job(web_hcl())
+    allocs = cluster.wait_running(2)
+    service = new_autoscaler(cluster, clock)
+    stop = LeaderRequest(RequestKind.STOP_JOB, request_id="stop", job_id="web")
+    assert cluster.leader.submit(stop).ok
+    cluster.report(allocs, cpu=100.0, at=clock.now + 11)
+    evaluate(service, cluster, clock, 11)
+    assert settled(service)["Outcome"] == "target-not-ready"
+    purge = LeaderRequest(RequestKind.STOP_JOB, request_id="purge", job_id="web", purge=True)
+    assert cluster.leader.submit(purge).ok
+    evaluate(service, cluster, clock, 10)
+    assert service.policy(WEB_ID) is None and service.decision_log(WEB_ID) == []
+    assert service.stats["scale_calls"] == 0
+
+
+def test_policy_files_are_listed_and_fleet_targets_are_not_evaluated(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "gpu.hcl").write_text("""
+scaling "gpu" {
+  enabled = true
+  max = 4
+  policy {
+    check "queue" {
+      query = "queued_allocs"
+      strategy "target-value" { target = 1 }
+    }
+    target "fleet" { fleet = "gpu" }
+  }
+}
+""")
+    (policies / "broken.hcl").write_text('scaling "x" { policy {} }')
+    service = new_autoscaler(cluster, Clock(), policy_dir=policies)
+    listed = {p["Path"].rsplit("/", 1)[-1]: p for p in service.policies()}
+    assert listed["gpu.hcl"]["Note"] == FLEETS_NOT_BUILT
+    assert listed["gpu.hcl"]["Target"] == {"Fleet": "gpu", "NodeSelectorStrategy": "least_busy"}
+    assert not listed["gpu.hcl"]["Evaluated"]
+    assert "max is required" in listed["broken.hcl"]["Error"]
+    assert service.stats["evaluated_policies"] == 0
