@@ -5,14 +5,17 @@ loopback port), declares simulated fleets (`examples/fleets/*.yaml`), submits th
 jobs plus a crowd of copies all at once — the workers plan in parallel on their own replicas,
 so the leader partially rejects plans that claimed the same capacity and the workers refresh
 and retry — then walks the job lifecycle: an autoscaler scale-up, `job run` with and without
--preserve-counts, and stop -> revert with correct version statuses (Nomad #24957). It prints
-what happened and stops everything it started.
+-preserve-counts, and stop -> revert with correct version statuses (Nomad #24957) — and a
+real autoscaler loop: a mock service whose demand spikes is scaled up by its Nomad Autoscaler
+policy, cools down, is scaled back down, and `drover scaling policy explain` says why. It
+prints what happened and stops everything it started.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+import textwrap
 import threading
 import time
 from collections.abc import Callable
@@ -26,10 +29,12 @@ from actors.api.core.shapes import job_to_nomad
 from contracts.jobspec import parse_job_file
 from launch.cli.client import ApiClient
 from launch.cli.output import table
+from launch.cli.scaling import explain_decision
 from launch.system import DroverSystem, SystemConfig
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 CROWD = 6  # extra copies of the web job, submitted with the examples to make plans collide
+AUTOSCALED = EXAMPLES / "autoscale.nomad"  # step 5's own job: its load spikes once it runs
 
 
 def run_demo(
@@ -68,6 +73,7 @@ def run_demo(
         _wait_settled(api, jobs)
         _report_placements(api, system, jobs)
         _lifecycle(api)
+        _autoscaler_loop(api)
         print()
         _print_status(api)
     finally:
@@ -92,7 +98,8 @@ def _declare_fleets(api: ApiClient, nodes: int) -> None:
 
 
 def _submit_examples(api: ApiClient) -> list[str]:
-    jobs = [job_to_nomad(parse_job_file(p)) for p in sorted(EXAMPLES.glob("*.nomad"))]
+    paths = sorted(p for p in EXAMPLES.glob("*.nomad") if p.name != AUTOSCALED.name)
+    jobs = [job_to_nomad(parse_job_file(p)) for p in paths]
     web = next(j for j in jobs if j["ID"] == "web")
     for n in range(1, CROWD + 1):
         jobs.append({**web, "ID": f"web-{n}", "Name": f"web-{n}"})
@@ -150,7 +157,8 @@ def _await_eval(api: ApiClient, reply: dict[str, Any]) -> None:
 
 
 def _lifecycle(api: ApiClient) -> None:
-    print("3. The autoscaler scales web up; `job run` resets it; -preserve-counts keeps it")
+    print("3. `job scale` raises web's api (as an autoscaler would); `job run` resets it;")
+    print("   -preserve-counts keeps it")
     web = job_to_nomad(parse_job_file(EXAMPLES / "web.nomad"))
     group = web["TaskGroups"][1]  # "api": the group with a scaling block
     target = group["Scaling"]["Max"] if group.get("Scaling") else group["Count"] + 2
@@ -182,6 +190,41 @@ def _lifecycle(api: ApiClient) -> None:
             break
         time.sleep(0.1)
     print(f"   web-1 versions: {line}")
+
+
+def _autoscaler_loop(api: ApiClient, timeout_s: float = 90.0) -> None:
+    """Submit the autoscaled service and follow its count until the spike has come and gone
+    (the autoscaler acts on its own: nothing here calls scale)."""
+    print("\n5. The autoscaler at work (examples/autoscale.nomad: demand spikes 5-25 s in)")
+    job = job_to_nomad(parse_job_file(AUTOSCALED))
+    group = job["TaskGroups"][0]["Name"]
+    _await_eval(api, api.post("/v1/jobs", {"Job": job}))
+    started = time.monotonic()
+    seen = [_running(api, job["ID"])]
+    print(f"   t={0:>4.0f}s  {group}: {seen[0]} running")
+    while time.monotonic() - started < timeout_s:
+        time.sleep(0.5)
+        running = _running(api, job["ID"])
+        if running != seen[-1]:
+            seen.append(running)
+            print(f"   t={time.monotonic() - started:>4.0f}s  {group}: {running} running")
+        if len(seen) > 1 and max(seen) > seen[0] and running == seen[0]:
+            break  # up, and back down to where it started
+    events = api.get(f"/v1/job/{job['ID']}/scale")["TaskGroups"][group]["Events"]
+    for event in reversed(events[:4]):  # newest first, as Nomad lists them
+        print(f"   scaling event: {event['PreviousCount']} -> {event['Count']}: {event['Message']}")
+    stubs = api.get("/v1/scaling/policies", job=job["ID"])
+    if stubs:
+        explained = api.get(f"/v1/scaling/policy/{stubs[0]['ID']}/decisions", limit=50)
+        scaled = [d for d in explained["Decisions"] if d["Outcome"] == "scale"][:1]
+        if scaled:
+            print(f"\n   drover scaling policy explain {job['ID']} {group} (the last scale-down):")
+            print(textwrap.indent(explain_decision(scaled[0]), "   "))
+
+
+def _running(api: ApiClient, job_id: str) -> int:
+    allocs = api.get(f"/v1/job/{job_id}/allocations")
+    return sum(1 for a in allocs if a["ClientStatus"] == "running" and a["DesiredStatus"] == "run")
 
 
 def _print_status(api: ApiClient) -> None:

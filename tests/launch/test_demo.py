@@ -117,3 +117,12 @@ def test_everything_the_demo_started_is_stopped(demo: DemoRun) -> None:
         left = [p for p in left if alive(p)]
     assert not left, [(p.pid, name(p)) for p in left]
     assert demo.socket is not None and not demo.socket.exists()
+
+
+def test_the_autoscaler_scales_the_spiking_service_up_then_back_down(output: str) -> None:
+    counts = [int(n) for n in re.findall(r"t=\s*\d+s  api: (\d+) running", output)]
+    assert counts[0] == 2 and max(counts) > 2 and counts[-1] == 2, counts
+    events = re.findall(r"scaling event: (\d+) -> (\d+): scaling (up|down)", output)
+    assert [e[2] for e in events[-2:]] == ["up", "down"], events
+    assert re.search(r"scale  count \d+ -> 2 .*\n  +reason: scaling down because factor", output)
+    assert 'check "cpu" (target-value): avg_cpu-allocated = ' in output

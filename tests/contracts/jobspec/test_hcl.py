@@ -38,7 +38,9 @@ TASK = 'task "t" {\n driver = "mock"\n}'
 # --- examples ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["web.nomad", "batch.nomad", "system.nomad", "gpu.nomad"])
+@pytest.mark.parametrize(
+    "name", ["web.nomad", "batch.nomad", "system.nomad", "gpu.nomad", "autoscale.nomad"]
+)
 def test_examples_parse_without_warnings(name: str) -> None:
     job = parse_job_file(EXAMPLES / name)
     assert job.task_groups
