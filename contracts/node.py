@@ -46,7 +46,7 @@ class DrainStrategy:
 
     def deadline_ns(self) -> int | None:
         """When the rest is forced off (unix ns); None without a deadline."""
-        if self.deadline_s <= 0:
+        if not self.deadline_s > 0 or self.deadline_s == float("inf"):
             return None
         return self.started_at + int(self.deadline_s * 1e9)
 

@@ -9,6 +9,7 @@ Wire form: `{"Index": 7, "Term": 1, "Type": "UpsertAllocs", "Change": {...Pascal
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -417,6 +418,9 @@ def decode_entry(
     change: StateChange
     if cls is UpsertJob and jobs_as_evals and isinstance(data["Change"], dict):
         evals = from_wire(tuple[Evaluation, ...], data["Change"].get("Evals"), "$.Change.Evals")
+        if data["Change"].get("KeepVersion") is not True:
+            # The store gives a registration's evals the job's new modify index (its own).
+            evals = tuple(dataclasses.replace(e, job_modify_index=index) for e in evals)
         change = UpsertEvals(evals)
     elif cls is UpsertAllocs and skip_allocs and isinstance(data["Change"], dict):
         evals = from_wire(tuple[Evaluation, ...], data["Change"].get("Evals"), "$.Change.Evals")

@@ -44,6 +44,7 @@ from actors.worker.service import DELIVERIES_PER_WORKER
 from contracts import Allocation, ClientStatus, Job
 from contracts.jobspec import parse_job_file
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
+from contracts.share import FLEET_ATTRIBUTE
 from launch.ray_packages import package_job
 from launch.redis_server import EmbeddedRedis
 from observability.safe_export import ExportStats
@@ -174,13 +175,13 @@ class DroverSystem:
         ray.get([a.ready.remote() for a in started if a is not None])
         self._redis = connect(self.redis_url, client_name="drover-launch")
         for spec in self._declared_fleets():
+            if spec.deleting:
+                self._finish_deletion(spec.name)
+                continue
             try:
                 self.apply_fleet(spec, store=False)
             except ValueError as exc:  # a ray fleet, and this time no Ray nodes to join
                 log.warning('fleet "%s" not restored: %s', spec.name, exc)
-                continue
-            if spec.deleting:  # deleted before the restart: the deletion goes on
-                ray.get(self._fleet_agent().retire_fleet.remote(spec.name, DELETE_DEADLINE_S))
         # Agents register their nodes through the leader's request stream: wait for it, so
         # that the system is ready to schedule on them when start() returns.
         self._wait_for_nodes(
@@ -267,9 +268,9 @@ class DroverSystem:
         """Delete a declared fleet. A simulated fleet's instances are drained (Nomad's drain
         with `deadline_s`: service work migrates, runs and batch work finish or are forced
         off at the deadline; < 0 forces at once) and each is removed once drained; the fleet
-        is listed as deleting until then, and a restarted agent resumes the deletion. A Ray
-        fleet's instances stay in the cluster, outside any fleet. Returns how many instances
-        it had; KeyError if no such fleet was declared."""
+        is listed as deleting until then (a system restarted meanwhile removes what is left:
+        `_finish_deletion`). A Ray fleet's instances stay in the cluster, outside any fleet.
+        Returns how many instances it had; KeyError if no such fleet was declared."""
         self._forget_deleted_fleets()
         if name not in self.fleet_specs:
             raise KeyError(name)
@@ -284,6 +285,25 @@ class DroverSystem:
         )
         self.fleet_specs[name] = deleting
         return int(ray.get(self._fleet_agent().retire_fleet.remote(name, deadline_s)))
+
+    def _finish_deletion(self, name: str) -> None:
+        """A fleet being deleted when the system stopped: its simulated instances' agent
+        stopped with it, so there is nothing left to drain; the instances still registered
+        are removed (Nomad's node purge) and the fleet is forgotten."""
+        left = tuple(
+            n.id
+            for n in ray.get(self.leader.nodes.remote())
+            if n.attributes.get(FLEET_ATTRIBUTE) == name
+        )
+        if left:
+            ray.get(
+                self.leader.request.remote(
+                    LeaderRequest(
+                        RequestKind.DELETE_NODES, request_id=str(uuid.uuid4()), node_ids=left
+                    )
+                )
+            )
+        self._redis.hdel(StreamNames(self.config.prefix).fleets, name)
 
     def _forget_deleted_fleets(self) -> None:
         """Deleting fleets whose last instance is gone are forgotten."""

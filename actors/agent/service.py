@@ -229,7 +229,7 @@ class AgentService:
         store = self.replica.store
         with self.lock:  # the loop thread reads the retirement too
             ids = sorted(set(node_ids) & set(self.node_ids))
-            ask = self.retirement.begin(ids, store.latest_index(), store.node)
+            ask = self.retirement.begin(ids, store.latest_index(), store.node, again=drain.forced)
         for node_id in ask:
             self._send(
                 LeaderRequest(

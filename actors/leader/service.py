@@ -169,7 +169,11 @@ class LeaderService:
             self._commit(self.core.mark_nodes_down(expired))
         due_at = self.core.deadlines.next_at()
         if due_at is not None and due_at <= self._now_ns():
-            self._commit(self.core.due())  # drain deadlines, runs' wait limits
+            try:
+                self._commit(self.core.due())  # drain deadlines, runs' wait limits
+            except Exception:
+                self.core.rebuild_deadlines()  # what was popped is due again next turn
+                raise
         # Heartbeats alone change nothing: a turn counts as busy for the heap pacer only if
         # it committed something (agents beat every few seconds; each would otherwise keep
         # the idle sweep off for good).

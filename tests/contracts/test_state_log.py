@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import orjson
 import pytest
 
@@ -165,11 +167,13 @@ def test_a_follower_that_never_reads_jobs_gets_a_registration_as_its_evals() -> 
     raw = encode_entry(LogEntry(7, 1, UpsertJob(Job(id="web", name="web"), (ev,))))
     full = decode_entry(raw).change
     assert isinstance(full, UpsertJob) and full.job.id == "web"
-    assert decode_entry(raw, jobs_as_evals=True).change == UpsertEvals((ev,))
+    # As the store stamps them: the registration's index is the job's new modify index.
+    stamped = dataclasses.replace(ev, job_modify_index=7)
+    assert decode_entry(raw, jobs_as_evals=True).change == UpsertEvals((stamped,))
     # The job is never decoded; the evaluations still are, with their path.
     data = orjson.loads(raw)
     data["Change"]["Job"] = {"nonsense": True}
-    assert decode_entry(orjson.dumps(data), jobs_as_evals=True).change == UpsertEvals((ev,))
+    assert decode_entry(orjson.dumps(data), jobs_as_evals=True).change == UpsertEvals((stamped,))
     data["Change"]["Evals"][0]["Status"] = 5
     with pytest.raises(CodecError, match=r"\$\.Change\.Evals\[0\]\.Status"):
         decode_entry(orjson.dumps(data), jobs_as_evals=True)

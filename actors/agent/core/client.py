@@ -86,6 +86,7 @@ class ClientCore:
         self._drivers = dict(drivers)
         self._clock = clock
         self._runners: dict[str, AllocRunner] = {}
+        self._measurable: set[str] = set()  # runners whose drivers could say what they use
         self._wake = _WakeQueue()
         self._node_ids: frozenset[str] | None = None
 
@@ -131,6 +132,8 @@ class ClientCore:
                 runner = AllocRunner(alloc, job, self._drivers, extra)
                 self._runners[alloc.id] = runner
                 on_node.add(alloc.id)
+                if not runner.finished and runner.measurable:
+                    self._measurable.add(alloc.id)
                 if not runner.finished:
                     self._wake.arm(alloc.id, -math.inf)
             elif runner.update(alloc):
@@ -155,14 +158,16 @@ class ClientCore:
 
     def usage(self, now: float) -> list[tuple[Allocation, float, float]]:
         """(allocation, CPU MHz, memory MB) of every running allocation of the hosted nodes
-        whose drivers can say what it uses. Visits them all: call it on a timer."""
+        whose drivers can say what it uses. Visits only those that could (`_measurable`),
+        so the idle mock allocations of a large simulated fleet cost nothing here."""
         found = []
-        for ids in self._by_node.values():
-            for alloc_id in ids:
-                runner = self._runners[alloc_id]
-                used = runner.usage(now)
-                if used is not None:
-                    found.append((runner.alloc, used[0], used[1]))
+        for alloc_id in self._measurable:
+            runner = self._runners.get(alloc_id)
+            if runner is None:
+                continue
+            used = runner.usage(now)
+            if used is not None:
+                found.append((runner.alloc, used[0], used[1]))
         return found
 
     def running_count(self) -> int:
@@ -191,6 +196,7 @@ class ClientCore:
         gone = [a for a, r in self._runners.items() if r.acknowledged]
         for alloc_id in gone:
             runner = self._runners.pop(alloc_id)
+            self._measurable.discard(alloc_id)
             self._wake.cancel(alloc_id)
             self._by_node.get(runner.alloc.node_id, set()).discard(alloc_id)
         return len(gone)
@@ -217,4 +223,5 @@ class ClientCore:
         for alloc_id in ids:
             self._runners[alloc_id].abandon()
             self._wake.arm(alloc_id, -math.inf)
+            self._measurable.discard(alloc_id)
         return len(ids)

@@ -195,6 +195,17 @@ class AllocRunner:
             self._reap(now)
         return self._emit(now)
 
+    @property
+    def measurable(self) -> bool:
+        """Could any of its tasks say what it uses? Mock tasks only with a `load`: the
+        thousands of plain mock allocations of a simulated fleet are never visited."""
+        if self.job is None:
+            return False
+        group = self.job.lookup_task_group(self.alloc.task_group)
+        return group is not None and any(
+            t.driver != "mock" or "load" in t.config for t in group.tasks
+        )
+
     def usage(self, now: float) -> tuple[float, float] | None:
         """(CPU MHz, memory MB) the running allocation uses at `now`: the sum over its tasks
         that run; None while it is not running, or when none of its drivers can say."""

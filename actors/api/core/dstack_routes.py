@@ -116,7 +116,7 @@ def delete_fleet(call: Call) -> ApiResponse:
         deadline = float(raw) if raw else DEFAULT_DELETE_DEADLINE_S
     except ValueError:
         raise bad_request(f"deadline: expected seconds, got {raw!r}") from None
-    if deadline <= 0 or deadline != deadline:
+    if not 0 < deadline < float("inf"):
         raise bad_request(f"deadline: expected seconds above 0, got {raw!r} (or use force=true)")
     if call.flag("force"):
         deadline = -1.0

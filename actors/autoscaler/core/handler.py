@@ -43,6 +43,9 @@ from contracts.autoscaling import (
 # waiting for its turn after 2 minutes); the target's scaling events still put the policy
 # in cooldown should it have been applied after all.
 SCALE_ANSWER_TIMEOUT_S = 120.0
+# The leader's and this process's clocks (one machine, or NTP): an event of our own scaling
+# is stamped between sending the call and reading its answer, give or take this.
+CLOCK_SKEW_S = 1.0
 MAX_SPLAY_S = 0.3
 
 
@@ -73,6 +76,7 @@ class PolicyHandler:
         self._last_event_seen_s: float | None = None
         self._sequence = 0
         self._pending: tuple[str, ScalingAction, int, float] | None = None  # id, action, from, at
+        self._own_event_window: tuple[float, float] | None = None
 
     def update_policy(self, policy: Policy) -> bool:
         """Take a changed policy, keeping the state; True when the interval changed (the
@@ -106,8 +110,12 @@ class PolicyHandler:
         (already answered, or given up), which changes nothing."""
         if self._pending is None or self._pending[0] != decision_id:
             return False
-        _, action, previous, _ = self._pending
+        _, action, previous, sent_at = self._pending
         self._pending = None
+        # The scaling event this call wrote is ours: its cooldown is the one set here, not
+        # one resumed from the event (which would take the scale-up cooldown after a
+        # scale-down). Its time is the leader's, between sending and this answer.
+        self._own_event_window = (sent_at - CLOCK_SKEW_S, now + CLOCK_SKEW_S)
         up = action.direction is Direction.UP
         cooldown = self.policy.cooldown_on_scale_up_s if up else self.policy.cooldown_s
         self.state = HandlerState.COOLDOWN
@@ -141,6 +149,9 @@ class PolicyHandler:
         if self._last_event_seen_s is not None and last_event_s <= self._last_event_seen_s:
             return
         self._last_event_seen_s = last_event_s
+        window = self._own_event_window
+        if window is not None and window[0] <= last_event_s <= window[1]:
+            return  # the event of our own last scaling: its cooldown is already set
         remaining = remaining_cooldown(self.policy.cooldown_on_scale_up_s, now, last_event_s)
         if remaining <= 0 or self.state is HandlerState.SCALING:
             return

@@ -94,6 +94,14 @@ class RegistryChange:
         return bool(self.added or self.updated or self.removed)
 
 
+def named_group(query: str) -> tuple[str, str] | None:
+    """(group, job) an expanded query names (`taskgroup_<op>_<metric>/<group>/<job>`)."""
+    parts = query.split("/")
+    if len(parts) == 3 and parts[1] and parts[2]:
+        return parts[1], parts[2]
+    return None
+
+
 class PolicyRegistry:
     def __init__(self) -> None:
         self._entries: dict[str, PolicyEntry] = {}
@@ -117,8 +125,18 @@ class PolicyRegistry:
         return [e for e in self._entries.values() if e.runnable and e.group_key == key]
 
     def tracked_groups(self) -> set[GroupKey]:
-        """The groups some evaluated policy reads metrics of."""
-        return {e.group_key for e in self._entries.values() if e.runnable}
+        """The groups some evaluated policy reads metrics of: its target's, and those its
+        checks name (`taskgroup_avg_cpu/<group>/<job>`, in the target's namespace)."""
+        groups: set[GroupKey] = set()
+        for entry in self._entries.values():
+            if not entry.runnable or entry.policy is None:
+                continue
+            groups.add(entry.group_key)
+            for check in entry.policy.checks:
+                named = named_group(check.query)
+                if named is not None:
+                    groups.add((entry.target.namespace, named[1], named[0]))
+        return groups
 
     # -- job policies ----------------------------------------------------------------------------
 

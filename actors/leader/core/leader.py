@@ -40,6 +40,7 @@ from contracts import (
     Job,
     JobType,
     Node,
+    NodeEligibility,
     NodeStatus,
     PlanResult,
     TriggeredBy,
@@ -108,9 +109,12 @@ class LeaderCore:
         return len(self.deadlines)
 
     def due(self) -> list[StateChange]:
-        """What the timers that came due decide: forced drains, runs that waited too long."""
+        """What the timers that came due decide: forced drains, runs that waited too long.
+        Each run ends at most once a turn, however many of its nodes' drains came due."""
         now = self.now_ns()
         changes: list[StateChange] = []
+        forced: list[str] = []
+        waits: list[tuple[str, str, int]] = []
         for item in self.deadlines.pop_due(now):
             if item.kind is DeadlineKind.DRAIN:
                 node_id, started_at = str(item.key[0]), int(item.key[1])
@@ -121,16 +125,16 @@ class LeaderCore:
                 changes += force_drain(
                     self.state, node_id, started_at, now_ns=now, new_eval=self._eval
                 ).changes
-                changes += self._end_runs_on([node_id])
+                forced.append(node_id)
             else:
                 namespace, job_id, submit_time = item.key
+                waits.append((str(namespace), str(job_id), int(submit_time)))
+        ended = {(job.namespace, job.id) for job in runs_on_nodes(self.state, forced)}
+        changes += self._end_runs_on(forced)
+        for namespace, job_id, submit_time in waits:
+            if (namespace, job_id) not in ended:
                 changes += end_waiting_run(
-                    self.state,
-                    str(namespace),
-                    str(job_id),
-                    int(submit_time),
-                    now_ns=now,
-                    new_id=self.new_id,
+                    self.state, namespace, job_id, submit_time, now_ns=now, new_id=self.new_id
                 )
         return changes
 
@@ -340,14 +344,16 @@ class LeaderCore:
         for node in nodes:
             node = node if node.computed_class else node.with_computed_class()
             previous = self.state.node(node.id)
-            if previous is not None:
-                # Nomad's node registration keeps what operators set: a client registering
-                # again (a restart, a fleet redeclared) does not end a drain or make an
-                # ineligible node eligible.
+            if previous is not None and previous.drain_strategy is not None:
+                # A client registering again (a restart, a fleet redeclared) does not end a
+                # drain, as in Nomad. Eligibility otherwise comes from the client: an agent
+                # registers an instance that cannot be split ineligible, and eligible again
+                # once it can be (an operator's `node eligibility -disable` does not survive
+                # a re-registration: drover has no record of who set it).
                 node = dataclasses.replace(
                     node,
                     drain_strategy=previous.drain_strategy,
-                    scheduling_eligibility=previous.scheduling_eligibility,
+                    scheduling_eligibility=NodeEligibility.INELIGIBLE,
                 )
             fresh.append(node)
             became_ready = node.status is NodeStatus.READY and (

@@ -15,6 +15,7 @@ placed: the leader stops the job and marks why (`drover.run.ended`).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterable
 
 from actors.leader.core.job_lifecycle import NewId, stop_job
@@ -67,6 +68,8 @@ def wait_deadline(job: Job) -> int | None:
         seconds = float(raw)
     except ValueError:
         return None
+    if not math.isfinite(seconds) or seconds < 0:
+        return None  # the API writes only finite limits; anything else waits for good
     return job.submit_time + int(seconds * 1e9)
 
 

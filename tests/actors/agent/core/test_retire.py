@@ -47,11 +47,23 @@ def test_a_stale_record_does_not_count_as_drained() -> None:
     assert retiring.drained(nodes.get) == ["a"]
 
 
-def test_gone_instances_leave_and_forgotten_ones_are_not_tracked() -> None:
+def test_gone_instances_leave_once_seen_and_forgotten_ones_are_not_tracked() -> None:
     nodes: dict[str, Node] = {"b": node("b", 1)}
     retiring = Retirement()
-    retiring.begin(["a", "b"], index=2, lookup=nodes.get)
+    assert retiring.begin(["a", "b"], index=2, lookup=nodes.get) == ["a", "b"]
     assert "a" in retiring and "b" in retiring
-    assert retiring.drained(nodes.get) == ["a"], "a is not in the state at all"
+    assert retiring.drained(nodes.get) == [], "a is not shown yet: its registration is coming"
+    nodes["a"] = node("a", 3, draining=True, eligible=False)
+    assert retiring.drained(nodes.get) == []
+    del nodes["a"]  # removed from the cluster once seen
+    assert retiring.drained(nodes.get) == ["a"]
     retiring.forget(["b"])
     assert "b" not in retiring and len(retiring) == 0
+
+
+def test_a_forced_deletion_asks_again_for_instances_already_draining() -> None:
+    nodes = {"a": node("a", 5, draining=True, eligible=False), "b": node("b", 5)}
+    retiring = Retirement()
+    assert retiring.begin(["a", "b"], index=10, lookup=nodes.get) == ["b"]
+    assert retiring.begin(["a", "b"], index=11, lookup=nodes.get) == []
+    assert retiring.begin(["a", "b"], index=12, lookup=nodes.get, again=True) == ["a", "b"]

@@ -14,6 +14,7 @@ import pytest
 from actors.agent.core import ClientCore, DriverError, MockDriver, RawExecDriver, TaskHandle
 from actors.agent.core.drivers import RawExecHandle
 from actors.agent.core.fingerprint import FleetSpec, simulated_nodes
+from actors.agent.core.runner import AllocRunner
 from actors.agent.core.usage import (
     ProcessTreeSampler,
     alloc_usage,
@@ -101,6 +102,31 @@ def test_an_allocation_sums_its_tasks_and_unmeasured_ones_report_nothing() -> No
     core.apply_allocs([placed("a1"), placed("q1", job_id="quiet")], jobs)
     core.tick(0.0)
     assert [(a.id, cpu, memory) for a, cpu, memory in core.usage(1.0)] == [("a1", 400.0, 48.0)]
+
+
+def test_only_allocations_that_could_be_measured_are_visited(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A simulated fleet's thousands of plain mock allocations cost the sampler nothing."""
+    loaded = load_job(mock(load={"base": 200}))
+    plain = load_job(mock("t", run_for="1h"), job_id="plain")
+    core, jobs = agent(loaded, plain)
+    core.apply_allocs([placed(f"p{i}", job_id="plain") for i in range(500)], jobs)
+    core.apply_allocs([placed("a1"), placed("a2", node_id="n2")], jobs)
+    core.tick(0.0)
+    visited: list[str] = []
+    original = AllocRunner.usage
+
+    def counting(self: AllocRunner, now: float) -> tuple[float, float] | None:
+        visited.append(self.alloc.id)
+        return original(self, now)
+
+    monkeypatch.setattr(AllocRunner, "usage", counting)
+    assert cpu_by_alloc(core, 1.0) == {"a1": 100.0, "a2": 100.0}
+    assert sorted(visited) == ["a1", "a2"]
+    core.drop_node("n2")
+    core.tick(2.0)  # its task is stopped
+    assert cpu_by_alloc(core, 3.0) == {"a1": 200.0}, "a dropped node's allocation is gone"
 
 
 def test_noise_is_per_allocation_and_bounded() -> None:

@@ -160,7 +160,7 @@ def test_a_forced_fleet_deletion_ends_its_runs(call, backend) -> None:
     backend.schedule_pending()
     assert call("GET", "/v1/run/iperf").body["Status"] == "terminated"
     assert backend.store.job("default", "iperf").stop
-    for bad in ("0", "-5", "soon", "nan"):
+    for bad in ("0", "-5", "soon", "nan", "inf"):
         refused = call("DELETE", "/v1/fleet/sim", deadline=bad)
         assert refused.status == 400 and "deadline: expected seconds" in refused.body
 

@@ -111,6 +111,19 @@ def test_a_scale_down_cools_down_for_cooldown() -> None:
     assert handler.cooldown_until_s == T0 + 10 * MINUTE
 
 
+def test_its_own_scaling_event_does_not_stretch_the_cooldown() -> None:
+    """The event its scale-down wrote comes back on the next ticks: the cooldown stays the
+    scale-down's, not the (longer) scale-up cooldown a resumed one would take."""
+    handler = PolicyHandler("p", make_policy(cooldown_s=MINUTE, cooldown_on_scale_up_s=10 * MINUTE))
+    decision = handler.tick(T0, ready(8), Metric(5.0))
+    assert decision.scale_due and decision.action is not None
+    handler.scale_succeeded(decision.decision_id, T0 + 0.2)
+    handler.tick(T0 + 2, ready(4, last_event_s=T0 + 0.1), Metric(5.0))
+    assert handler.cooldown_until_s == T0 + 0.2 + MINUTE
+    after = handler.tick(T0 + 0.2 + MINUTE + 1, ready(4, last_event_s=T0 + 0.1), Metric(5.0))
+    assert after.outcome is not Outcome.COOLDOWN
+
+
 def test_scaling_not_needed() -> None:
     handler = PolicyHandler("p", make_policy())
     decision = handler.tick(T0, ready(5), Metric(10.0))

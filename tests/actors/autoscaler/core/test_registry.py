@@ -187,3 +187,28 @@ def test_a_file_policy_and_a_job_policy_of_one_group_are_both_evaluated() -> Non
     ids = {e.id for e in registry.for_group("default", "web", "api")}
     assert ids == {API_ID, file_policy_id("/p/a.hcl", "web-extra")}
     assert registry.tracked_groups() == {("default", "web", "api")}
+
+
+def test_a_check_that_names_another_group_has_that_group_tracked_too() -> None:
+    job = parse_hcl("""
+job "web" {
+  group "api" {
+    scaling {
+      min = 1
+      max = 10
+      policy {
+        check "front" {
+          query = "taskgroup_avg_cpu/frontend/web"
+          strategy "target-value" { target = 50 }
+        }
+      }
+    }
+    task "t" {
+      driver = "mock"
+    }
+  }
+}
+""")
+    registry = PolicyRegistry()
+    registry.apply_job("default", "web", job, index=3)
+    assert registry.tracked_groups() == {("default", "web", "api"), ("default", "web", "frontend")}

@@ -4,6 +4,7 @@ Decided by the leader core on a clock the test moves, carried out by the real sc
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 from actors.agent.core import FleetSpec, simulated_nodes
@@ -158,13 +159,19 @@ def test_a_cancelled_drain_leaves_its_deadline_nothing_to_do() -> None:
     assert not etl.desired_transition.migrate and c.store.node("n1").ready()
 
 
-def test_registering_again_keeps_a_drain_and_ineligibility() -> None:
+def test_registering_again_keeps_a_drain_and_otherwise_takes_the_clients_eligibility() -> None:
     c = loaded_cluster()
     c.request(RequestKind.DRAIN_NODE, node_ids=("n1",), drain=DrainStrategy(deadline_s=60))
-    c.request(RequestKind.NODE_ELIGIBILITY, node_ids=("n2",), eligible=False)
-    c.request(RequestKind.UPSERT_NODES, nodes=(node("n1"), node("n2")))
-    assert c.store.node("n1").drain
+    c.request(RequestKind.UPSERT_NODES, nodes=(node("n1"),))
+    n1 = c.store.node("n1")
+    assert n1.drain and n1.scheduling_eligibility is NodeEligibility.INELIGIBLE
+    # An agent registers an instance it cannot split ineligible, and eligible once it can:
+    # its word stands for a node that is not draining.
+    unsplit = dataclasses.replace(node("n2"), scheduling_eligibility=NodeEligibility.INELIGIBLE)
+    c.request(RequestKind.UPSERT_NODES, nodes=(unsplit,))
     assert c.store.node("n2").scheduling_eligibility is NodeEligibility.INELIGIBLE
+    c.request(RequestKind.UPSERT_NODES, nodes=(node("n2"),))
+    assert c.store.node("n2").scheduling_eligibility is NodeEligibility.ELIGIBLE
 
 
 def test_deadlines_are_rebuilt_from_the_state_after_a_reload() -> None:
@@ -282,3 +289,23 @@ def test_a_cancelled_drain_does_not_end_the_runs_on_the_node() -> None:
     c.request(RequestKind.DRAIN_NODE, node_ids=(node_id,), drain=None, mark_eligible=True)
     c.tick(31)
     assert not c.store.job("default", "gang").stop
+
+
+def test_a_run_ends_once_when_the_drains_of_all_its_nodes_come_due_together() -> None:
+    c = fleet_cluster(2)
+    c.request(RequestKind.REGISTER_JOB, job=run("gang", nodes=2))
+    c.schedule_pending()
+    ranks = c.live("gang")
+    c.report(ranks, ClientStatus.RUNNING)
+    for rank in ranks:
+        drain = DrainStrategy(deadline_s=30)
+        c.request(RequestKind.DRAIN_NODE, node_ids=(rank.node_id,), drain=drain)
+    versions_before = len(c.store.job_versions("default", "gang"))
+    c.tick(30)
+    assert c.store.job("default", "gang").stop
+    assert len(c.store.job_versions("default", "gang")) == versions_before + 1
+
+
+def test_a_drain_deadline_that_cannot_be_reached_is_no_deadline() -> None:
+    assert DrainStrategy(deadline_s=float("inf")).deadline_ns() is None
+    assert DrainStrategy(deadline_s=float("nan")).deadline_ns() is None
