@@ -300,7 +300,11 @@ class AutoscalerService:
             with self.tracing.evaluation(policy_id, label) as span:
                 try:
                     status = group_status(state, *entry.group_key, self.alloc_counts)
-                    decision = handler.tick(now, status, self.usage.reader(entry.group_key))
+                    decision = handler.tick(
+                        now,
+                        status,
+                        self.usage.reader(entry.group_key, self.alloc_counts.is_live),
+                    )
                 except Exception:  # a bug in one policy's evaluation must not stop the rest
                     log.exception("evaluating scaling policy %s failed", policy_id)
                     self.stats["evaluation_errors"] += 1

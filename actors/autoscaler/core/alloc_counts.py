@@ -64,6 +64,10 @@ class AllocCounts:
     def __len__(self) -> int:
         return len(self._live)
 
+    def is_live(self, alloc_id: str) -> bool:
+        """Placed and not terminal (neither stopped by the scheduler nor finished)."""
+        return alloc_id in self._live
+
     def apply(self, change: StateChange) -> None:
         if isinstance(change, UpsertAllocRows):
             for rows in change.groups:

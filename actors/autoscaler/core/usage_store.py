@@ -171,10 +171,18 @@ class UsageStore:
         return sum(len(s) for s in self._series.values())
 
     def query(
-        self, target: GroupKey, text: str, start_s: float, end_s: float, instant: bool = False
+        self,
+        target: GroupKey,
+        text: str,
+        start_s: float,
+        end_s: float,
+        instant: bool = False,
+        live: Callable[[str], bool] | None = None,
     ) -> list[MetricPoint]:
         """The points of a query over [start_s, end_s] for the target group (or the group
-        the query names)."""
+        the query names). `live`: whether an allocation still runs; the last samples of
+        one that stopped are left out at once, not after the lookback (a scale-down's
+        stopped allocations would otherwise make the rest look idle for seconds)."""
         parsed = parse_query(text)
         namespace, job, group = target
         key = (namespace, parsed.job or job, parsed.group or group)
@@ -185,15 +193,23 @@ class UsageStore:
         low_ns = int((start_s - self.lookback_s) * 1e9)
         high_ns = int(end_s * 1e9)
         window = sorted(
-            (s for s in series if low_ns < s.time_ns <= high_ns), key=lambda s: s.time_ns
+            (
+                s
+                for s in series
+                if low_ns < s.time_ns <= high_ns and (live is None or live(s.alloc_id))
+            ),
+            key=lambda s: s.time_ns,
         )
         if instant or start_s >= end_s:
             point = self._point(parsed.operation, window, value, end_s)
             return [point] if point is not None else []
         return self._points(parsed.operation, window, value, start_s)
 
-    def reader(self, target: GroupKey) -> Callable[[MetricQuery], Sequence[MetricPoint]]:
-        """A policy's metric reader (the core's MetricReader) for its target group."""
+    def reader(
+        self, target: GroupKey, live: Callable[[str], bool] | None = None
+    ) -> Callable[[MetricQuery], Sequence[MetricPoint]]:
+        """A policy's metric reader (the core's MetricReader) for its target group; `live`
+        as for `query`."""
 
         def read(query: MetricQuery) -> Sequence[MetricPoint]:
             if query.source not in SOURCES:
@@ -201,7 +217,7 @@ class UsageStore:
                     f'unknown metric source "{query.source}": this autoscaler reads "drover" '
                     '(Nomad\'s "nomad-apm" is read as "drover")'
                 )
-            return self.query(target, query.query, query.start_s, query.end_s, query.instant)
+            return self.query(target, query.query, query.start_s, query.end_s, query.instant, live)
 
         return read
 

@@ -144,6 +144,23 @@ def test_an_allocation_that_stopped_reporting_drops_out_after_the_lookback() -> 
     assert by_time[T0 + 8] == 10.0
 
 
+def test_allocations_known_to_have_stopped_drop_out_at_once() -> None:
+    """A scale-down from 10 to 2: the 8 stopped allocations' last samples must not make the
+    2 left look idle for the lookback (they read 18 % instead of 50 %)."""
+    survivors = {"a0", "a1"}
+    store = store_with(
+        *(sample(f"a{i}", T0, mhz=10.0, cpu_alloc=100) for i in range(10)),
+        *(sample(a, T0 + t, mhz=50.0, cpu_alloc=100) for a in survivors for t in (1, 2, 3, 4)),
+    )
+    stale = values(store.query(WEB, "avg_cpu-allocated", T0 + 2, T0 + 4))
+    assert stale and all(v < 20 for v in stale)
+    fresh = store.query(WEB, "avg_cpu-allocated", T0 + 2, T0 + 4, live=survivors.__contains__)
+    assert values(fresh) == [50.0, 50.0, 50.0]
+    reader = store.reader(WEB, live=survivors.__contains__)
+    query = MetricQuery("drover", "avg_cpu-allocated", T0 + 4, T0 + 4, instant=True)
+    assert values(list(reader(query))) == [50.0]
+
+
 def test_an_instant_query_reads_the_latest_sample_of_each_allocation() -> None:
     store = store_with(
         sample("a", T0 - 3, cpu=10.0),
