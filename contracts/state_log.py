@@ -445,3 +445,15 @@ def decode_entry(
     trace = from_wire(dict[str, str], data["Trace"], "$.Trace") if "Trace" in data else {}
     committed_ns = from_wire(int, data.get("Time", 0), "$.Time")
     return LogEntry(index, term, change, request_id, trace, committed_ns)
+
+
+def without_allocs(entry: LogEntry) -> LogEntry:
+    """What a follower that keeps no allocation records stores of an entry: everything but
+    the allocations (their evaluations stay, so indexes and eval state match the leader's).
+    The agent and the autoscaler read allocations straight from the log instead."""
+    change = entry.change
+    if isinstance(change, UpsertAllocs | UpsertAllocRows):
+        return LogEntry(entry.index, entry.term, UpsertEvals(change.evals))
+    if isinstance(change, UpdateAllocsClientStatus | UpdateClientStatusRows):
+        return LogEntry(entry.index, entry.term, UpsertEvals(()))
+    return entry

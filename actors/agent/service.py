@@ -47,8 +47,8 @@ from contracts.state_log import (
     UpdateClientStatusRows,
     UpsertAllocRows,
     UpsertAllocs,
-    UpsertEvals,
     decode_entry,
+    without_allocs,
 )
 from contracts.usage import (
     MAX_SAMPLES_PER_REPORT,
@@ -112,7 +112,7 @@ class AgentService:
             store=StateStore(),
             listener=self._on_entry,
             decode=partial(decode_entry, terminal_updates_only=True, compact=True),
-            reduce=_without_allocs,
+            reduce=without_allocs,
         )
         self.usage_interval_s = usage_interval_s
         self.mhz_per_cpu = mhz_per_cpu
@@ -386,14 +386,3 @@ def records_on_nodes(
         if rows:
             mine += group.subset(rows).expand()
     return mine
-
-
-def _without_allocs(entry: LogEntry) -> LogEntry:
-    """What the agent's store keeps of an entry: everything but allocation records (their
-    evaluations stay, so indexes and eval state match the leader's)."""
-    change = entry.change
-    if isinstance(change, UpsertAllocs | UpsertAllocRows):
-        return LogEntry(entry.index, entry.term, UpsertEvals(change.evals))
-    if isinstance(change, UpdateAllocsClientStatus | UpdateClientStatusRows):
-        return LogEntry(entry.index, entry.term, UpsertEvals(()))
-    return entry

@@ -33,7 +33,7 @@ from typing import Any
 
 import redis
 
-from actors.autoscaler.core.alloc_counts import ALLOC_CHANGES, AllocCounts, without_allocs
+from actors.autoscaler.core.alloc_counts import ALLOC_CHANGES, AllocCounts
 from actors.autoscaler.core.decisions import DecisionLog, to_json
 from actors.autoscaler.core.handler import PolicyHandler, interval_splay_s
 from actors.autoscaler.core.registry import PolicyEntry, PolicyRegistry
@@ -49,7 +49,7 @@ from actors.streams.envelope import BadMessage, decode_envelope
 from actors.streams.names import StreamNames
 from contracts.codec import CodecError
 from contracts.messages import LeaderRequest, LeaderResponse
-from contracts.state_log import LogEntry, PurgeJob, UpsertJob, decode_entry
+from contracts.state_log import LogEntry, PurgeJob, UpsertJob, decode_entry, without_allocs
 from contracts.usage import REPORT_TYPE, decode_report
 from observability import Telemetry
 

@@ -18,13 +18,11 @@ from contracts.allocation import CLIENT_TERMINAL, Allocation, ClientStatus, Desi
 from contracts.state_log import (
     AllocClientUpdate,
     DeleteEvals,
-    LogEntry,
     StateChange,
     UpdateAllocsClientStatus,
     UpdateClientStatusRows,
     UpsertAllocRows,
     UpsertAllocs,
-    UpsertEvals,
 )
 
 GroupKey = tuple[str, str, str]  # (namespace, job id, group)
@@ -38,17 +36,6 @@ ALLOC_CHANGES = (
     UpdateClientStatusRows,
     DeleteEvals,
 )
-
-
-def without_allocs(entry: LogEntry) -> LogEntry:
-    """What a follower that counts allocations here keeps in its store: everything but the
-    allocations (their evaluations stay, so indexes and eval state match the leader's)."""
-    change = entry.change
-    if isinstance(change, UpsertAllocs | UpsertAllocRows):
-        return LogEntry(entry.index, entry.term, UpsertEvals(change.evals))
-    if isinstance(change, UpdateAllocsClientStatus | UpdateClientStatusRows):
-        return LogEntry(entry.index, entry.term, UpsertEvals(()))
-    return entry
 
 
 class AllocCounts:

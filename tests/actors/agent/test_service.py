@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from actors.agent.core.drivers import builtin_drivers
-from actors.agent.service import AgentService, _without_allocs, records_on_nodes
+from actors.agent.service import AgentService, records_on_nodes
 from actors.leader.service import LeaderService
 from actors.streams.envelope import decode_message, registry_of
 from actors.streams.names import StreamNames
@@ -42,6 +42,7 @@ from contracts.state_log import (
     UpsertEvals,
     decode_entry,
     encode_entry,
+    without_allocs,
 )
 from contracts.usage import REPORT_TYPE, UsageReport, decode_report
 
@@ -90,7 +91,7 @@ def test_the_agents_store_keeps_evaluations_but_no_allocation_records() -> None:
     for entry in (LogEntry(5, 1, allocs), LogEntry(6, 1, reports)):
         raw = encode_entry(entry)
         for decoded in (decode_entry(raw), decode_entry(raw, compact=True)):
-            kept = _without_allocs(decoded)
+            kept = without_allocs(decoded)
             assert kept.index == entry.index
             want = (evaluation,) if entry.index == 5 else ()
             assert kept.change == UpsertEvals(want)
