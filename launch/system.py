@@ -85,6 +85,8 @@ class SystemConfig:
     tracing: bool = True
     autoscaler: bool = True  # the autoscaler actor: job groups' scaling policies evaluated
     autoscaler_policy_dir: Path | None = None  # policy files (*.hcl) it loads at start
+    # The Prometheus server that checks with `source = "prometheus"` query (http://host:port).
+    autoscaler_prometheus_address: str | None = None
 
 
 class DroverSystem:
@@ -165,7 +167,14 @@ class DroverSystem:
             self.autoscaler = (
                 ray.remote(AutoscalerActor)
                 .options(name="drover-autoscaler", **options)
-                .remote(url, prefix, str(policy_dir) if policy_dir else None, **telemetry)
+                .remote(
+                    url,
+                    prefix,
+                    str(policy_dir) if policy_dir else None,
+                    ray_namespace=config.namespace,  # it finds the fleets' agent by name
+                    prometheus_address=config.autoscaler_prometheus_address,
+                    **telemetry,
+                )
             )
         if config.fleets:
             self.add_simulated_agent(FLEETS_AGENT, config.fleets)

@@ -60,6 +60,8 @@ class AgentActor(ServiceShell):
             ]
             ray_driver = RayDriver(node_id, mhz_per_cpu=mhz_per_cpu)
             drivers[ray_driver.name] = ray_driver
+        # Simulated fleets' specs, so the autoscaler can grow a fleet by count (`scale_fleet`).
+        self._specs: dict[str, FleetSpec] = {spec.name: spec for spec in fleets}
         self._serve(
             AgentService(
                 agent_id,
@@ -81,6 +83,7 @@ class AgentActor(ServiceShell):
     def host_fleet(self, spec: FleetSpec) -> list[str]:
         """Host a simulated fleet's instances (a redeclared fleet: what it declares now;
         instances it no longer declares are released). Returns the fleet's node IDs."""
+        self._specs[spec.name] = spec
         nodes = simulated_nodes(spec)
         keep = {n.id for n in nodes}
         gone = [
@@ -126,3 +129,30 @@ class AgentActor(ServiceShell):
         ids = [n.id for n in self.service.nodes if n.attributes.get(FLEET_ATTRIBUTE) == name]
         self.service.release(ids)
         return len(ids)
+
+    def scale_fleet(self, name: str, count: int) -> list[str]:
+        """Grow a simulated fleet to `count` instances not on their way out, adding
+        `<name>-NNNN` instances numbered after the highest hosted (a removed instance's name,
+        and so its node ID, is not reused while others follow it). Returns the added node
+        IDs. Shrinking is `retire_instances`: the caller picks which instances go."""
+        spec = self._specs.get(name)
+        if spec is None:
+            raise KeyError(f'no simulated fleet "{name}" is hosted here')
+        if spec.backend != "simulated":
+            raise ValueError(f'fleet "{name}" is a {spec.backend} fleet, not simulated')
+        mine = [n for n in self.service.nodes if n.attributes.get(FLEET_ATTRIBUTE) == name]
+        staying = [n for n in mine if n.id not in self.service.retirement]
+        missing = count - len(staying)
+        if missing <= 0:
+            return []
+        prefix = f"{name}-"
+        taken = [int(n.name[len(prefix) :]) for n in mine if n.name[len(prefix) :].isdigit()]
+        start = max(taken, default=-1) + 1
+        nodes = simulated_nodes(spec, range(start, start + missing))
+        self.service.host(nodes)
+        return [n.id for n in nodes]
+
+    def retire_instances(self, node_ids: list[str], deadline_s: float) -> int:
+        """Drain hosted instances, removing each once drained (a fleet scaled in).
+        Returns how many are retiring."""
+        return self.service.retire(node_ids, DrainStrategy(deadline_s=deadline_s))

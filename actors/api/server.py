@@ -82,7 +82,9 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_DELETE = _serve
 
     def _send(self, response: ApiResponse, close: bool = False) -> None:
-        if response.status >= 400 and isinstance(response.body, str):
+        if response.content_type and isinstance(response.body, str):
+            payload, content_type = response.body.encode(), response.content_type
+        elif response.status >= 400 and isinstance(response.body, str):
             payload, content_type = response.body.encode() + b"\n", "text/plain; charset=utf-8"
         else:
             payload, content_type = orjson.dumps(response.body), "application/json"

@@ -24,10 +24,13 @@ from actors.agent.core import FleetSpec
 from actors.api.core import AclToken, ApiError
 from actors.runtime.replica import LogReplica
 from actors.state import StateReader
+from actors.streams.envelope import BadMessage, decode_envelope
 from actors.streams.leader_link import LeaderUnanswered
 from actors.streams.names import StreamNames
 from contracts import Job
+from contracts.codec import CodecError
 from contracts.messages import LeaderRequest, LeaderResponse
+from contracts.usage import REPORT_TYPE, UsageReport, decode_report
 
 WRITE_VISIBLE_TIMEOUT_S = 30.0
 
@@ -160,6 +163,25 @@ class ApiService:
         if self.fleet_manager is None:
             raise KeyError(name)
         return self.fleet_manager.delete_fleet(name, deadline_s)
+
+    # -- usage (for /v1/metrics) -----------------------------------------------------------------
+
+    def recent_usage(self, since_ms: int, limit: int) -> list[UsageReport]:
+        try:
+            rows: Any = self.client.xrevrange(
+                self.names.usage, max="+", min=str(max(since_ms, 0)), count=limit
+            )
+        except redis.RedisError as exc:
+            raise ApiError(503, f"the usage stream cannot be read: {exc}") from None
+        reports = []
+        for _entry_id, fields in rows or ():
+            try:
+                envelope = decode_envelope(fields)
+                if envelope.type == REPORT_TYPE:
+                    reports.append(decode_report(envelope.body))
+            except (BadMessage, CodecError):
+                continue  # telemetry: a bad entry leaves a gap, as the autoscaler treats it
+        return reports
 
 
 def _token_dict(token: AclToken) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 import ray
 
 from actors.autoscaler.service import AutoscalerService
+from actors.autoscaler.sources import PrometheusSource
 from actors.runtime.shell import ServiceShell, actor_telemetry
 from actors.streams.client import connect
 from actors.streams.leader_link import LeaderLink
@@ -27,7 +28,11 @@ class AutoscalerActor(ServiceShell):
         *,
         telemetry_dir: str | None = None,
         tracing: bool = True,
+        ray_namespace: str | None = None,
+        prometheus_address: str | None = None,
     ) -> None:
+        """`ray_namespace`: where the agent hosting simulated fleets is found by name;
+        `prometheus_address`: the Prometheus server `source = "prometheus"` checks query."""
         self.telemetry = actor_telemetry("autoscaler", "autoscaler", telemetry_dir, tracing)
         client = connect(redis_url, client_name="drover-autoscaler")
         names = StreamNames(prefix)
@@ -39,6 +44,8 @@ class AutoscalerActor(ServiceShell):
                 self._link.send,
                 policy_dir=Path(policy_dir) if policy_dir else None,
                 telemetry=self.telemetry,
+                ray_namespace=ray_namespace,
+                prometheus=PrometheusSource(prometheus_address) if prometheus_address else None,
             )
         )
 

@@ -9,10 +9,14 @@ after a leader restart scales nothing twice.
 The request is Nomad's Jobs().Scale(job, group, count, message=reason, error, meta): the
 action's meta with `nomad_policy_id`. A dry run (the -1 sentinel) or an action reporting an
 error is sent without a count, which records a scaling event and changes nothing.
+
+A fleet's decision goes to its FleetTargets (fleet_target.py) on the same pool instead:
+instances added or drained through the agent that hosts them; no scaling event is written.
 """
 
 from __future__ import annotations
 
+import logging
 import queue
 from collections import OrderedDict
 from collections.abc import Callable
@@ -21,10 +25,14 @@ from dataclasses import dataclass
 
 from opentelemetry.trace import Span
 
+from actors.autoscaler.core.cluster_signals import FleetState
 from actors.autoscaler.core.registry import PolicyEntry
+from actors.autoscaler.fleet_target import FleetTargets
 from actors.autoscaler.tracing import AutoscalerTracing
 from contracts.autoscaling import DRY_RUN_COUNT, META_POLICY_ID, Decision
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
+
+log = logging.getLogger(__name__)
 
 SENT_REMEMBERED = 10_000
 
@@ -65,22 +73,34 @@ class Scaler:
         send: Callable[[LeaderRequest], LeaderResponse],
         tracing: AutoscalerTracing,
         workers: int = 4,
+        fleets: FleetTargets | None = None,
     ) -> None:
         self.send = send
+        self.fleets = fleets
         self.tracing = tracing
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="drover-autoscaler")
         self._answers: queue.SimpleQueue[ScaleAnswer] = queue.SimpleQueue()
         self._sent: OrderedDict[str, None] = OrderedDict()
 
-    def submit(self, entry: PolicyEntry, decision: Decision, parent: Span) -> bool:
-        """Send the decision's Scale call (once); False if it was sent before or has none."""
-        request = scale_request(entry, decision)
-        if request is None or decision.decision_id in self._sent:
+    def submit(
+        self, entry: PolicyEntry, decision: Decision, parent: Span, fleet: FleetState | None = None
+    ) -> bool:
+        """Send the decision's Scale call (once); False if it was sent before or has none.
+        `fleet`: a fleet target's instances as the decision saw them."""
+        if decision.action is None or decision.decision_id in self._sent:
             return False
+        request = None
+        if entry.target.kind != "fleet":
+            request = scale_request(entry, decision)
+            if request is None:
+                return False
         self._sent[decision.decision_id] = None
         while len(self._sent) > SENT_REMEMBERED:
             self._sent.popitem(last=False)
-        self._pool.submit(self._call, entry.id, decision.decision_id, request, parent)
+        if request is None:
+            self._pool.submit(self._fleet_call, entry, decision, fleet, parent)
+        else:
+            self._pool.submit(self._call, entry.id, decision.decision_id, request, parent)
         return True
 
     def answers(self) -> list[ScaleAnswer]:
@@ -109,5 +129,28 @@ class Scaler:
                 )
             except Exception as exc:  # unanswered, or Redis away: the call failed
                 answer = ScaleAnswer(policy_id, decision_id, False, f"{type(exc).__name__}: {exc}")
+            self.tracing.scale_answer(span, answer.ok, answer.error, answer.eval_id)
+        self._answers.put(answer)
+
+    def _fleet_call(
+        self, entry: PolicyEntry, decision: Decision, fleet: FleetState | None, parent: Span
+    ) -> None:
+        target = entry.target
+        with self.tracing.scale_call(parent, decision.decision_id) as span:
+            try:
+                if self.fleets is None:
+                    raise LookupError("this autoscaler scales no fleets")
+                note = self.fleets.scale(
+                    target.fleet,
+                    target.node_selector_strategy,
+                    target.node_drain_deadline_s,
+                    decision,
+                    fleet,
+                )
+                log.info("fleet %s: %s (policy %s)", target.fleet, note, entry.id)
+                answer = ScaleAnswer(entry.id, decision.decision_id, True)
+            except Exception as exc:  # the agent away or refusing: the call failed
+                error = f"{type(exc).__name__}: {exc}"
+                answer = ScaleAnswer(entry.id, decision.decision_id, False, error)
             self.tracing.scale_answer(span, answer.ok, answer.error, answer.eval_id)
         self._answers.put(answer)

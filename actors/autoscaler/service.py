@@ -16,8 +16,9 @@ Scale is recorded in the decision and the loop goes on. Restartable: a new servi
 the registry from the log, backfills the usage of the last `backfill_s` from the stream
 (capped), and each handler resumes its cooldown from the group's last scaling event.
 
-Policy files (`policy_dir`, *.hcl) are loaded at start; fleet targets among them are listed
-but not acted on yet.
+Policy files (`policy_dir`, *.hcl) are loaded at start. Their cluster policies scale
+simulated fleets (fleet_target.py) from the scheduler's signals (core/cluster_signals.py),
+read from one ClusterView per evaluation tick; job policies may read those signals too.
 """
 
 from __future__ import annotations
@@ -26,27 +27,32 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 import redis
 
-from actors.autoscaler.core.alloc_counts import ALLOC_CHANGES, AllocCounts
+from actors.autoscaler.core.alloc_counts import ALLOC_CHANGES, AllocCounts, system_job
+from actors.autoscaler.core.checks import MetricReader
+from actors.autoscaler.core.cluster_signals import ClusterView
 from actors.autoscaler.core.decisions import DecisionLog, to_json
 from actors.autoscaler.core.handler import PolicyHandler, interval_splay_s
 from actors.autoscaler.core.registry import PolicyEntry, PolicyRegistry
 from actors.autoscaler.core.status import group_status
 from actors.autoscaler.core.usage_store import UsageStore
 from actors.autoscaler.core.views import policy_json
+from actors.autoscaler.fleet_target import FleetTargets, RayFleetAgent, redis_spec_lookup
 from actors.autoscaler.scaler import Scaler
+from actors.autoscaler.sources import PrometheusSource
 from actors.autoscaler.tracing import AutoscalerTracing
 from actors.process_settings import tune_gc
 from actors.runtime.replica import LogReplica
 from actors.state import StateReader, StateStore
 from actors.streams.envelope import BadMessage, decode_envelope
 from actors.streams.names import StreamNames
+from contracts.autoscaling import MetricPoint, MetricQuery, MetricReadError
 from contracts.codec import CodecError
 from contracts.messages import LeaderRequest, LeaderResponse
 from contracts.state_log import LogEntry, PurgeJob, UpsertJob, decode_entry, without_allocs
@@ -75,8 +81,14 @@ class AutoscalerService:
         usage_block_ms: int = 200,
         backfill_s: float = 60.0,
         scale_workers: int = 4,
+        fleets: FleetTargets | None = None,
+        ray_namespace: str | None = None,
+        prometheus: PrometheusSource | None = None,
     ) -> None:
+        """`prometheus`: where checks with `source = "prometheus"` are answered (Nomad's
+        `apm "prometheus" { address }`); None refuses them (their `on_error` applies)."""
         tune_gc()
+        self.prometheus = prometheus
         self.client = client
         self.names = names
         self.send = send
@@ -95,16 +107,20 @@ class AutoscalerService:
         # Of allocations the autoscaler needs only counts per group: the log is read compact
         # and no allocation record is built or stored (a full replica would cost this actor
         # as much as the API's, on every allocation of the cluster).
-        self.alloc_counts = AllocCounts()
+        store = StateStore()
+        self.alloc_counts = AllocCounts(partial(system_job, store))
         self.replica = LogReplica(
             client,
             names,
-            store=StateStore(),
+            store=store,
             listener=self._on_entry,
             decode=partial(decode_entry, compact=True),
             reduce=without_allocs,
         )
-        self.scaler = Scaler(send, self.tracing, scale_workers)
+        self.fleets = fleets or FleetTargets(
+            RayFleetAgent(ray_namespace), redis_spec_lookup(client, names.fleets), clock
+        )
+        self.scaler = Scaler(send, self.tracing, scale_workers, self.fleets)
         self._usage_id = "0-0"
         self._usage_block_ms = usage_block_ms
         self._backfill_s = backfill_s
@@ -283,11 +299,31 @@ class AutoscalerService:
         if not due:
             return 0
         state = self.replica.snapshot()
+        # The fleets, as every policy of this tick reads them: scanned once, on first use.
+        view = ClusterView(state.nodes, state.evals, self.alloc_counts.node_load)
         for at, policy_id in due:
-            self._evaluate(policy_id, at, state)
+            self._evaluate(policy_id, at, state, view)
         return len(due)
 
-    def _evaluate(self, policy_id: str, due_at: float, state: StateReader) -> None:
+    def _with_sources(self, drover: MetricReader) -> MetricReader:
+        """A check's reader by its source: Prometheus, else drover's own (usage, signals)."""
+        prometheus = self.prometheus
+
+        def read(query: MetricQuery) -> Sequence[MetricPoint]:
+            if query.source != "prometheus":
+                return drover(query)
+            if prometheus is None:
+                raise MetricReadError(
+                    'source "prometheus" has no address: start the agent with '
+                    "-autoscaler-prometheus-addr URL"
+                )
+            return prometheus.read(query)
+
+        return read
+
+    def _evaluate(
+        self, policy_id: str, due_at: float, state: StateReader, view: ClusterView
+    ) -> None:
         with self.lock:
             handler = self.handlers.get(policy_id)
             entry = self.registry.get(policy_id)
@@ -296,15 +332,17 @@ class AutoscalerService:
             now = self.clock()
             interval = handler.policy.evaluation_interval_s
             self.due[policy_id] = due_at + interval if due_at + interval > now else now + interval
-            label = "/".join(entry.group_key)
+            fleet = entry.target.fleet if entry.target.kind == "fleet" else ""
+            label = f"fleet/{fleet}" if fleet else "/".join(entry.group_key)
             with self.tracing.evaluation(policy_id, label) as span:
                 try:
-                    status = group_status(state, *entry.group_key, self.alloc_counts)
-                    decision = handler.tick(
-                        now,
-                        status,
-                        self.usage.reader(entry.group_key, self.alloc_counts.is_live),
-                    )
+                    if fleet:
+                        status, reader = self.fleets.inputs(entry, handler, view)
+                    else:
+                        status = group_status(state, *entry.group_key, self.alloc_counts)
+                        usage = self.usage.reader(entry.group_key, self.alloc_counts.is_live)
+                        reader = view.reader("", usage)
+                    decision = handler.tick(now, status, self._with_sources(reader))
                 except Exception:  # a bug in one policy's evaluation must not stop the rest
                     log.exception("evaluating scaling policy %s failed", policy_id)
                     self.stats["evaluation_errors"] += 1
@@ -312,7 +350,8 @@ class AutoscalerService:
                 self.tracing.record(span, decision)
                 self.decisions.add(decision)
                 self.stats["evaluations"] += 1
-                if decision.scale_due and self.scaler.submit(entry, decision, span):
+                seen = view.fleet(fleet) if fleet else None
+                if decision.scale_due and self.scaler.submit(entry, decision, span, seen):
                     self.stats["scale_calls"] += 1
 
     def settle_answers(self) -> int:

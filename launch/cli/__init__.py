@@ -66,6 +66,7 @@ def _agent(args: argparse.Namespace) -> int:
         autoscaler_policy_dir=Path(args.autoscaler_policy_dir)
         if args.autoscaler_policy_dir
         else None,
+        autoscaler_prometheus_address=args.autoscaler_prometheus_addr,
     )
     system = DroverSystem(config)
     stop = threading.Event()
@@ -115,6 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
         "-autoscaler-policy-dir",
         default=None,
         help="scaling policy files (*.hcl) the autoscaler loads",
+    )
+    _flag(
+        agent,
+        "-autoscaler-prometheus-addr",
+        default=None,
+        help='the Prometheus server (http://host:port) that source = "prometheus" checks query',
     )
     agent.set_defaults(handler=_agent, needs_client=False)
 

@@ -71,6 +71,10 @@ class FleetSpec:
     address: str = "127.0.0.1"
     backend: str = "simulated"  # or "ray": the Ray cluster's nodes are the instances
     deleting: bool = False  # `fleet delete` drains its instances; it goes once they are gone
+    # dstack's `nodes` range (min / max; None: unbounded): a cluster scaling policy keeps
+    # the fleet within it as well as within its own min / max.
+    nodes_min: int | None = None
+    nodes_max: int | None = None
 
 
 def node_id_for(name: str) -> str:
@@ -78,10 +82,11 @@ def node_id_for(name: str) -> str:
     return str(uuid.uuid5(_NODE_NAMESPACE, name))
 
 
-def simulated_nodes(spec: FleetSpec) -> list[Node]:
+def simulated_nodes(spec: FleetSpec, indexes: Iterable[int] | None = None) -> list[Node]:
+    """The fleet's instances `<name>-0000`... (`indexes`: only those, for a scaled fleet)."""
     cores = max(1, spec.cpu_mhz // 1000)
     nodes = []
-    for i in range(spec.count):
+    for i in range(spec.count) if indexes is None else indexes:
         name = f"{spec.name}-{i:04d}"
         devices: tuple[NodeDeviceResource, ...] = ()
         if spec.gpus > 0:

@@ -1,6 +1,7 @@
 """The route table and the dispatch: path matching, the ACL check, errors to status codes.
 
-Paths follow Nomad's `/v1` API (`nomad/command/agent/http.go`); fleets and runs
+Paths follow Nomad's `/v1` API (`nomad/command/agent/http.go`), `/v1/metrics` included
+(metrics_routes.py); fleets and runs
 (dstack_routes.py) and a scaling policy's decisions (scaling_routes.py) are drover's own.
 With ACLs enabled every request but the bootstrap needs a valid `X-Nomad-Token` (403 with
 "Permission denied" otherwise, as Nomad answers).
@@ -13,7 +14,7 @@ import re
 from collections.abc import Callable
 from urllib.parse import unquote
 
-from actors.api.core import cluster, dstack_routes, jobs, scaling_routes
+from actors.api.core import cluster, dstack_routes, jobs, metrics_routes, scaling_routes
 from actors.api.core.backend import Backend
 from actors.api.core.call import Call
 from actors.api.core.errors import ApiError, from_exception
@@ -82,9 +83,11 @@ _ROUTES: list[tuple[str, str, Handler]] = [
     ("POST", "/v1/acl/bootstrap", cluster.acl_bootstrap),
     ("PUT", "/v1/acl/bootstrap", cluster.acl_bootstrap),
     ("GET", "/v1/acl/token/self", cluster.acl_token_self),
+    ("GET", "/v1/metrics", metrics_routes.metrics),
 ]
 
-_OPEN_PATHS = frozenset({"/v1/acl/bootstrap"})
+# Nomad asks no ACL token of /v1/metrics, so a Prometheus server scrapes it without one.
+_OPEN_PATHS = frozenset({"/v1/acl/bootstrap", "/v1/metrics"})
 
 
 def _compile(pattern: str) -> re.Pattern[str]:

@@ -10,6 +10,7 @@ from actors.agent.core import FleetSpec
 from actors.state import StateReader
 from contracts import Job
 from contracts.messages import LeaderRequest, LeaderResponse
+from contracts.usage import UsageReport
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,4 +71,10 @@ class Backend(Protocol):
     def delete_fleet(self, name: str, deadline_s: float) -> int:
         """Delete a declared fleet: its instances drain (Nomad's drain deadline; < 0 forces at
         once) and each leaves once drained. Returns how many are draining. KeyError: unknown."""
+        ...
+
+    def recent_usage(self, since_ms: int, limit: int) -> Sequence[UsageReport]:
+        """The usage reports agents published at or after `since_ms` (unix ms, the stream
+        entry's time), newest first, at most `limit`; unreadable entries are skipped.
+        ApiError(503) when the stream cannot be read."""
         ...

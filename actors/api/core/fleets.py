@@ -59,6 +59,9 @@ def fleet_spec(config: FleetConfiguration) -> FleetSpec:
     spec = FleetSpec(
         name=name,
         count=config.nodes.target,
+        # The range a cluster scaling policy may move the fleet in (the autoscaler clamps).
+        nodes_min=config.nodes.min,
+        nodes_max=config.nodes.max,
         cpu_mhz=0,
         memory_mb=0,
         disk_mb=0,

@@ -21,3 +21,6 @@ class ApiResponse:
     status: int
     body: Any  # JSON-able
     index: int | None = None  # X-Nomad-Index, for reads and writes that commit
+    # Set for a body that is not JSON (the Prometheus text of /v1/metrics): `body` is then
+    # the text, sent as is with this Content-Type.
+    content_type: str = ""

@@ -11,7 +11,7 @@ is only scaled by hand: listed, not evaluated.
 IDs are stable per target, shaped like Nomad's UUID policy IDs: the same as the API's
 (`/v1/scaling/policies`), so an ID read there names the same policy here.
 
-Fleet targets (cluster policies) are registered and listed but not acted on yet.
+Cluster policies (files) with a fleet target are evaluated too (fleet_target.py).
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from contracts.errors import ValidationError
 from contracts.job import Job, TaskGroup
 
 POLICY_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "drover:scaling-policy")
-FLEETS_NOT_BUILT = "fleet targets are not built yet: this policy is listed, not evaluated"
 NO_POLICY = "no policy block: the group is scaled by hand only"
 
 GroupKey = tuple[str, str, str]
@@ -71,12 +70,7 @@ class PolicyEntry:
     @property
     def runnable(self) -> bool:
         """Evaluated by the autoscaler: parsed, enabled, and a target it can act on."""
-        return (
-            self.policy is not None
-            and self.enabled
-            and not self.error
-            and self.target.kind == "job-group"
-        )
+        return self.policy is not None and self.enabled and not self.error
 
     @property
     def group_key(self) -> GroupKey:
@@ -122,7 +116,11 @@ class PolicyRegistry:
     def for_group(self, namespace: str, job_id: str, group: str) -> list[PolicyEntry]:
         """Every policy targeting a job group: its own, and any file policy naming it."""
         key = (namespace, job_id, group)
-        return [e for e in self._entries.values() if e.runnable and e.group_key == key]
+        return [
+            e
+            for e in self._entries.values()
+            if e.runnable and e.target.kind == "job-group" and e.group_key == key
+        ]
 
     def tracked_groups(self) -> set[GroupKey]:
         """The groups some evaluated policy reads metrics of: its target's, and those its
@@ -131,7 +129,8 @@ class PolicyRegistry:
         for entry in self._entries.values():
             if not entry.runnable or entry.policy is None:
                 continue
-            groups.add(entry.group_key)
+            if entry.target.kind == "job-group":
+                groups.add(entry.group_key)
             for check in entry.policy.checks:
                 named = named_group(check.query)
                 if named is not None:
@@ -257,8 +256,6 @@ class PolicyRegistry:
             create_index=old.create_index if old is not None else index,
             modify_index=index,
         )
-        if policy.target.kind == "fleet":
-            entry = replace(entry, note=FLEETS_NOT_BUILT)
         return entry
 
     # -- shared ----------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ import redis
 
 from actors.agent.core import FleetSpec, builtin_drivers, simulated_nodes
 from actors.agent.service import AgentService
-from actors.autoscaler.core.registry import FLEETS_NOT_BUILT, group_policy_id
+from actors.autoscaler.core.registry import group_policy_id
 from actors.autoscaler.service import AutoscalerService
 from actors.autoscaler.tracing import EVENT_CHECK, SPAN_EVALUATE, SPAN_SCALE
 from actors.broker.service import BrokerService
@@ -325,7 +325,7 @@ def test_a_stopped_job_is_not_scaled_and_a_purged_one_is_forgotten(cluster: Clus
     assert service.stats["scale_calls"] == 0
 
 
-def test_policy_files_are_listed_and_fleet_targets_are_not_evaluated(
+def test_policy_files_are_listed_and_fleet_targets_are_evaluated(
     cluster: Cluster, tmp_path: Path
 ) -> None:
     policies = tmp_path / "policies"
@@ -346,8 +346,8 @@ scaling "gpu" {
     (policies / "broken.hcl").write_text('scaling "x" { policy {} }')
     service = new_autoscaler(cluster, Clock(), policy_dir=policies)
     listed = {p["Path"].rsplit("/", 1)[-1]: p for p in service.policies()}
-    assert listed["gpu.hcl"]["Note"] == FLEETS_NOT_BUILT
+    assert listed["gpu.hcl"]["Note"] == ""
     assert listed["gpu.hcl"]["Target"] == {"Fleet": "gpu", "NodeSelectorStrategy": "least_busy"}
-    assert not listed["gpu.hcl"]["Evaluated"]
+    assert listed["gpu.hcl"]["Evaluated"]  # cluster policies on fleets are evaluated
     assert "max is required" in listed["broken.hcl"]["Error"]
-    assert service.stats["evaluated_policies"] == 0
+    assert service.stats["evaluated_policies"] == 1

@@ -21,6 +21,7 @@ from actors.state import StateReader, StateStore
 from actors.worker.core.scheduler import new_scheduler
 from contracts import DrainStrategy, EvalStatus, Job
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
+from contracts.usage import UsageReport
 
 
 class MemoryBackend:
@@ -38,6 +39,7 @@ class MemoryBackend:
         self.waiting = threading.Event()  # set when a blocking read starts waiting
         # What an autoscaler would answer per policy ID; None: no autoscaler runs.
         self.autoscaler: dict[str, dict[str, Any]] | None = None
+        self.usage: list[tuple[int, UsageReport]] = []  # (published at, unix ms), oldest first
 
     def snapshot(self) -> StateReader:
         return self.store.snapshot()
@@ -116,6 +118,14 @@ class MemoryBackend:
 
     def package_job(self, job: Job) -> Job:
         return job  # no Ray here: nothing to upload
+
+    def publish_usage(self, report: UsageReport, at_ms: int) -> None:
+        """What an agent's XADD on the usage stream does."""
+        self.usage.append((at_ms, report))
+
+    def recent_usage(self, since_ms: int, limit: int) -> list[UsageReport]:
+        newest_first = [r for at, r in reversed(self.usage) if at >= since_ms]
+        return newest_first[:limit]
 
     def schedule_pending(self) -> None:
         """Run every pending eval through the real scheduler (what the workers do)."""

@@ -95,3 +95,12 @@ def test_every_problem_is_named_with_its_value() -> None:
                      "'near'", "resources.cpu", "'fast'", "resources.memory", "lightyears",
                      "gpus", "colour"):  # fmt: skip
         assert expected in text, expected
+
+
+def test_a_nodes_range_bounds_what_a_cluster_policy_may_scale_the_fleet_to() -> None:
+    elastic = parse_fleet({"name": "elastic", "nodes": {"min": 1, "target": 2, "max": 6}})
+    assert (elastic.nodes_min, elastic.count, elastic.nodes_max) == (1, 2, 6)
+    fixed = parse_fleet({"name": "fixed", "nodes": 3})
+    assert (fixed.nodes_min, fixed.count, fixed.nodes_max) == (3, 3, 3)
+    open_ended = parse_fleet({"name": "open", "nodes": "2.."})
+    assert (open_ended.nodes_min, open_ended.nodes_max) == (2, None)

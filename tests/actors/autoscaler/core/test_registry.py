@@ -4,7 +4,6 @@ and what is evaluated (parsed, enabled, a job-group target) and what is only lis
 from __future__ import annotations
 
 from actors.autoscaler.core.registry import (
-    FLEETS_NOT_BUILT,
     NO_POLICY,
     PolicyRegistry,
     RegistryChange,
@@ -167,10 +166,11 @@ def test_policy_files_register_fleet_and_horizontal_policies() -> None:
     gpu_id, web_id = file_policy_id("/p/a.hcl", "gpu"), file_policy_id("/p/a.hcl", "web-extra")
     assert change == RegistryChange(added=(gpu_id, web_id))
     gpu, extra = registry.get(gpu_id), registry.get(web_id)
-    assert gpu is not None and gpu.note == FLEETS_NOT_BUILT and not gpu.runnable
+    assert gpu is not None and not gpu.note and gpu.runnable  # fleets are evaluated
     assert (gpu.type, gpu.target.fleet, gpu.name) == ("cluster", "gpu", "gpu")
     assert extra is not None and extra.runnable and extra.type == "horizontal"
     assert [e.id for e in registry.for_group("default", "web", "api")] == [web_id]
+    assert registry.tracked_groups() == {("default", "web", "api")}  # a fleet reads no group
     # Reloading the file replaces its policies; a broken file leaves one entry with why.
     change = registry.apply_file("/p/a.hcl", FILE.replace("gpu", "tpu"))
     assert change.removed == (gpu_id,) and change.added == (file_policy_id("/p/a.hcl", "tpu"),)
