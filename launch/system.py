@@ -17,10 +17,12 @@ import contextlib
 import functools
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -41,10 +43,9 @@ from actors.streams.leader_link import LeaderLink
 from actors.streams.names import StreamNames
 from actors.worker.actor import WorkerActor
 from actors.worker.service import DELIVERIES_PER_WORKER
-from contracts import Allocation, ClientStatus, Job
-from contracts.jobspec import parse_job_file
-from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
+from contracts.messages import LeaderRequest, RequestKind
 from contracts.share import FLEET_ATTRIBUTE
+from launch.client import DroverClient
 from launch.ray_packages import package_job
 from launch.redis_server import EmbeddedRedis
 from observability.safe_export import ExportStats
@@ -53,6 +54,7 @@ log = logging.getLogger(__name__)
 
 LEADER_NAME = "drover-leader"
 FLEETS_AGENT = "sim"  # the one agent hosting every simulated fleet, configured or declared
+NODE_WATCH_S = 5.0  # how often nodes that joined the Ray cluster since are looked for
 DELETE_DEADLINE_S = 3600.0  # a deleted fleet's drain: Nomad's default drain deadline
 REAL_AGENT = "node-"  # agent IDs of the real agents: node-<Ray node ID prefix>
 
@@ -102,6 +104,8 @@ class DroverSystem:
         self.agents: dict[str, Any] = {}
         self.fleet_specs: dict[str, FleetSpec] = {}
         self._real_node_ids: set[str] = set()
+        self._stop_watch = threading.Event()
+        self._node_watch: threading.Thread | None = None
         self.api: ApiService | None = None
         self.leader_link: LeaderLink | None = None
         self.http: ApiHttpServer | None = None
@@ -180,6 +184,9 @@ class DroverSystem:
             self.add_simulated_agent(FLEETS_AGENT, config.fleets)
         if config.real_agents:
             self.add_real_agents()
+            self._node_watch = threading.Thread(
+                target=self._watch_ray_nodes, args=(self._stop_watch,), daemon=True
+            )
         started = (self.broker, self.autoscaler, *self.workers, *self.agents.values())
         ray.get([a.ready.remote() for a in started if a is not None])
         self._redis = connect(self.redis_url, client_name="drover-launch")
@@ -199,6 +206,8 @@ class DroverSystem:
         )
         if config.http_addr is not None:
             self._start_api(config.http_addr)
+        if self._node_watch is not None:
+            self._node_watch.start()
         return self
 
     # -- the HTTP API ------------------------------------------------------------------------------
@@ -327,7 +336,8 @@ class DroverSystem:
                 self.fleet_specs.pop(name, None)
 
     def _real_agents(self) -> list[Any]:
-        return [a for agent_id, a in self.agents.items() if agent_id.startswith(REAL_AGENT)]
+        # A copy first: the node watch adds agents from its own thread.
+        return [a for agent_id, a in list(self.agents.items()) if agent_id.startswith(REAL_AGENT)]
 
     def _fleet_agent(self) -> Any:
         agent = self.agents.get(FLEETS_AGENT)
@@ -352,13 +362,11 @@ class DroverSystem:
         return list(self.fleet_specs.values())
 
     def _declared_fleets(self) -> list[FleetSpec]:
+        """The stored specs, as restored at start: `count` is the last one a scaling policy
+        set (the autoscaler writes it with `last_scaled_s`, persist.py); keys a FleetSpec
+        does not have are the autoscaler's (or a newer drover's) and are left out."""
         raw = self._redis.hgetall(StreamNames(self.config.prefix).fleets)
-        specs = []
-        for value in raw.values():
-            fields = orjson.loads(value)
-            fields["drivers"] = tuple(fields.get("drivers", ("mock",)))
-            specs.append(FleetSpec(**fields))
-        return specs
+        return [spec_from_stored(orjson.loads(value)) for value in raw.values()]
 
     def add_simulated_agent(
         self, agent_id: str, fleets: Sequence[FleetSpec], *, simulated: bool = True
@@ -396,18 +404,20 @@ class DroverSystem:
         handles = [self.leader, self.broker, self.autoscaler, *self.workers, *self.agents.values()]
         ray.get([h.flush_telemetry.remote() for h in handles if h is not None])
 
-    def add_real_agents(self) -> None:
-        """One agent per alive Ray node, hard-pinned: it dies with its node."""
+    def add_real_agents(self) -> dict[str, Any]:
+        """One agent per alive Ray node that has none yet, hard-pinned: it dies with its
+        node. Returns the new agents by agent ID."""
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         config = self.config
+        added: dict[str, Any] = {}
         for node in ray.nodes():
-            if not node.get("Alive"):
-                continue
             node_id = node["NodeID"]
+            if not node.get("Alive") or node_id in self._real_node_ids:
+                continue
             self._real_node_ids.add(node_id)
             agent_id = f"{REAL_AGENT}{node_id[:12]}"
-            self.agents[agent_id] = (
+            added[agent_id] = self.agents[agent_id] = (
                 ray.remote(AgentActor)
                 .options(
                     name=f"drover-agent-{agent_id}",
@@ -426,11 +436,41 @@ class DroverSystem:
                     **self._telemetry_options(),
                 )
             )
+        return added
+
+    def _watch_ray_nodes(self, stop: threading.Event) -> None:
+        """Nodes that join the Ray cluster later (Ray's autoscaler adding capacity for a
+        fleet policy, an operator's `ray start`) get an agent, and join the Ray-backed
+        fleet if one is declared; nodes that died are forgotten (their agents died with
+        them, and the leader marks them down when their heartbeats stop)."""
+        while not stop.wait(NODE_WATCH_S):
+            try:
+                self._adopt_new_ray_nodes()
+            except Exception:  # a Ray hiccup must not end the watch
+                log.warning("watching the Ray cluster's nodes failed", exc_info=True)
+
+    def _adopt_new_ray_nodes(self) -> list[str]:
+        alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+        for node_id in self._real_node_ids - alive:
+            self._real_node_ids.discard(node_id)
+            self.agents.pop(f"{REAL_AGENT}{node_id[:12]}", None)
+        added = self.add_real_agents()
+        if not added:
+            return []
+        ray.get([agent.ready.remote() for agent in added.values()])
+        fleet = next((s for s in self.fleet_specs.values() if s.backend == "ray"), None)
+        if fleet is not None and not fleet.deleting:
+            ray.get([agent.join_fleet.remote(fleet) for agent in added.values()])
+        return list(added)
 
     def stop(self) -> None:
         """Clean shutdown: actors stopped, Ray shut down and Redis stopped if we started them.
         Bounded: the actors stop together, within `stop_timeout_s`. A step that fails is
         logged (naming the actor) and the rest still runs."""
+        self._stop_watch.set()
+        if self._node_watch is not None and self._node_watch.is_alive():
+            self._node_watch.join(timeout=NODE_WATCH_S + 5)
+        self._node_watch = None
         if self.http is not None:
             _logged("the HTTP API server", self.http.stop)
             self.http = None
@@ -452,7 +492,7 @@ class DroverSystem:
 
     def _actor_handles(self) -> list[tuple[str, Any]]:
         """(Ray actor name, handle) of every actor this system started."""
-        named = [(f"drover-agent-{agent_id}", h) for agent_id, h in self.agents.items()]
+        named = [(f"drover-agent-{agent_id}", h) for agent_id, h in list(self.agents.items())]
         named += [(f"drover-worker-{i}", h) for i, h in enumerate(self.workers)]
         named += [("drover-autoscaler", self.autoscaler)]
         named += [("drover-broker", self.broker), (LEADER_NAME, self.leader)]
@@ -517,131 +557,14 @@ class DroverSystem:
         return DroverClient(self.leader)
 
 
-class DroverClient:
-    """The Python API: submit jobs through the leader and watch their allocations."""
+_SPEC_FIELDS = frozenset(f.name for f in dataclass_fields(FleetSpec))
 
-    def __init__(self, leader: Any, namespace: str = "default") -> None:
-        self.leader = leader
-        self.namespace = namespace
 
-    def _request(self, kind: RequestKind, **fields: Any) -> LeaderResponse:
-        """Send one write to the leader under a fresh request id (the leader applies each id
-        once, so a retried call can never apply twice); a refusal raises with its reason."""
-        response = self.send(self._new_request(kind, **fields))
-        if not response.ok:
-            raise RuntimeError(response.error)
-        return response
-
-    def _new_request(self, kind: RequestKind, **fields: Any) -> LeaderRequest:
-        return LeaderRequest(kind, request_id=str(uuid.uuid4()), namespace=self.namespace, **fields)
-
-    def send(self, request: LeaderRequest) -> LeaderResponse:
-        """A write as is. The leader applies each request id once, so sending it again to
-        ride out a leader restart can never apply it twice."""
-        response: LeaderResponse = self._call("request", request)
-        return response
-
-    def run_job(self, job: Job, *, preserve_counts: bool = False) -> LeaderResponse:
-        return self._request(RequestKind.REGISTER_JOB, job=job, preserve_counts=preserve_counts)
-
-    def run_jobs(
-        self, jobs: Sequence[Job], *, preserve_counts: bool = False
-    ) -> list[LeaderResponse]:
-        """Register several jobs at once: every request is sent before any answer is awaited,
-        so the leader commits them back to back and their evals reach the workers together
-        (a user submitting a batch; tests that need concurrent plans)."""
-        requests = [
-            (self._new_request(RequestKind.REGISTER_JOB, job=job, preserve_counts=preserve_counts),)
-            for job in jobs
-        ]
-        responses: list[LeaderResponse] = self._call_all("request", requests)
-        refused = [(job.id, r.error) for job, r in zip(jobs, responses, strict=True) if not r.ok]
-        if refused:
-            raise RuntimeError("; ".join(f"{job_id}: {error}" for job_id, error in refused))
-        return responses
-
-    def run_job_file(self, path: str | Path, *, preserve_counts: bool = False) -> LeaderResponse:
-        return self.run_job(parse_job_file(path), preserve_counts=preserve_counts)
-
-    def stop_job(self, job_id: str, *, purge: bool = False) -> LeaderResponse:
-        return self._request(RequestKind.STOP_JOB, job_id=job_id, purge=purge)
-
-    def revert_job(self, job_id: str, version: int) -> LeaderResponse:
-        return self._request(RequestKind.REVERT_JOB, job_id=job_id, version=version)
-
-    def scale_job(self, job_id: str, group: str, count: int, message: str = "") -> LeaderResponse:
-        return self._request(
-            RequestKind.SCALE_JOB, job_id=job_id, group=group, count=count, message=message
-        )
-
-    def _read(self, method: str, *args: Any, timeout_s: float = 30.0) -> Any:
-        """Reads are safe to repeat, so they ride out a leader restart."""
-        return self._call(method, *args, timeout_s=timeout_s)
-
-    def _call(self, method: str, *args: Any, timeout_s: float = 30.0) -> Any:
-        return self._call_all(method, [args], timeout_s=timeout_s)[0]
-
-    def _call_all(
-        self, method: str, calls: Sequence[tuple[Any, ...]], timeout_s: float = 30.0
-    ) -> list[Any]:
-        """Call the leader once per argument tuple, all sent before any answer is awaited,
-        retrying while Ray answers ActorUnavailableError (the restarted actor rebuilding its
-        state from the log); only for calls safe to repeat (reads, writes with request ids)."""
-        deadline = time.monotonic() + timeout_s
-        remote = getattr(self.leader, method).remote
-        while True:
-            try:
-                return list(ray.get([remote(*args) for args in calls]))
-            except ray.exceptions.ActorUnavailableError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-
-    def job(self, job_id: str) -> Job | None:
-        job: Job | None = self._read("job", self.namespace, job_id)
-        return job
-
-    def job_versions(self, job_id: str) -> list[Job]:
-        versions: list[Job] = self._read("job_versions", self.namespace, job_id)
-        return versions
-
-    def allocs(self, job_id: str) -> list[Allocation]:
-        allocs: list[Allocation] = self._read("allocs_by_job", self.namespace, job_id)
-        return allocs
-
-    def index(self) -> int:
-        index: int = self._read("index")
-        return index
-
-    def leader_stats(self) -> dict[str, Any]:
-        stats: dict[str, Any] = self._read("stats")
-        return stats
-
-    def wait_for_allocs(
-        self,
-        job_id: str,
-        *,
-        count: int,
-        status: ClientStatus | str = ClientStatus.RUNNING,
-        timeout_s: float = 60.0,
-        live_only: bool = True,
-    ) -> list[Allocation]:
-        """Wait until `count` allocations of the job have `status`; returns them."""
-        wanted = ClientStatus(status)
-        deadline = time.monotonic() + timeout_s
-        matching: list[Allocation] = []
-        while time.monotonic() < deadline:
-            allocs = self.allocs(job_id)
-            if live_only and wanted in (ClientStatus.PENDING, ClientStatus.RUNNING):
-                allocs = [a for a in allocs if not a.server_terminal()]
-            matching = [a for a in allocs if a.client_status is wanted]
-            if len(matching) >= count:
-                return matching
-            time.sleep(0.1)
-        raise TimeoutError(
-            f"job {job_id!r}: {len(matching)} of {count} allocations {wanted} "
-            f"after {timeout_s:.0f}s"
-        )
+def spec_from_stored(stored: dict[str, Any]) -> FleetSpec:
+    """A FleetSpec from its stored JSON fields, ignoring keys it does not have."""
+    known = {k: v for k, v in stored.items() if k in _SPEC_FIELDS}
+    known["drivers"] = tuple(known.get("drivers", ("mock",)))
+    return FleetSpec(**known)
 
 
 def _advertised_address(host: str, port: int) -> str:

@@ -10,6 +10,7 @@ their own (`StreamNames.acl_tokens`, `StreamNames.fleets`), the bootstrap guarde
 from __future__ import annotations
 
 import dataclasses
+import logging
 import secrets
 import threading
 import time
@@ -34,6 +35,8 @@ from contracts.usage import REPORT_TYPE, UsageReport, decode_report
 
 WRITE_VISIBLE_TIMEOUT_S = 30.0
 
+log = logging.getLogger(__name__)
+
 
 class FleetManager(Protocol):
     def apply_fleet(self, spec: FleetSpec) -> int: ...
@@ -45,6 +48,12 @@ class FleetManager(Protocol):
 
 class AutoscalerView(Protocol):
     def explain(self, policy_id: str, limit: int) -> dict[str, Any] | None: ...
+
+    def policies(self) -> list[dict[str, Any]]: ...
+
+    def apply_policy(self, name: str, text: str) -> dict[str, Any]: ...
+
+    def delete_policy(self, policy_id: str) -> dict[str, Any]: ...
 
 
 class ApiService:
@@ -158,6 +167,35 @@ class ApiService:
             return self.autoscaler.explain(policy_id, limit)
         except Exception as exc:  # the actor restarting, or gone
             raise ApiError(503, f"the autoscaler did not answer: {type(exc).__name__}") from None
+
+    def scaling_file_policies(self) -> list[dict[str, Any]]:
+        if self.autoscaler is None:
+            return []
+        try:
+            policies = self.autoscaler.policies()
+        except Exception as exc:  # the actor restarting, or gone: the job policies still list
+            log.warning("the autoscaler did not list its policies: %s", type(exc).__name__)
+            return []
+        return [p for p in policies if p.get("Origin") == "file"]
+
+    def _autoscaler_call(self, call: Callable[[AutoscalerView], dict[str, Any]]) -> dict[str, Any]:
+        if self.autoscaler is None:
+            raise ApiError(503, "no autoscaler runs with this agent")
+        try:
+            answer = call(self.autoscaler)
+        except Exception as exc:
+            raise ApiError(503, f"the autoscaler did not answer: {type(exc).__name__}") from None
+        if "Error" in answer:
+            raise ApiError(int(answer.get("Status", 400)), str(answer["Error"]))
+        return answer
+
+    def apply_scaling_policy(self, name: str, text: str) -> list[dict[str, Any]]:
+        answer = self._autoscaler_call(lambda a: a.apply_policy(name, text))
+        return list(answer["Policies"])
+
+    def delete_scaling_policy(self, policy_id: str) -> list[str]:
+        answer = self._autoscaler_call(lambda a: a.delete_policy(policy_id))
+        return list(answer["Removed"])
 
     def delete_fleet(self, name: str, deadline_s: float) -> int:
         if self.fleet_manager is None:

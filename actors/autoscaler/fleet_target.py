@@ -13,8 +13,8 @@ core/node_selector.py (which instances go).
 The policy's min / max are narrowed by the fleet's own `nodes` range when its declared spec
 has one (`drover fleet apply`: the spec stored in Redis). A wait that never ends (an
 instance that never registers, a drain stuck past its deadline) is given up after a grace
-period, so the policy cannot stall for good. Ray-backed fleets are refused: asking Ray's
-autoscaler for capacity (`ray.autoscaler.sdk.request_resources`) is not built.
+period, so the policy cannot stall for good. Ray-backed fleets (`backend: ray`) ask Ray's
+autoscaler for capacity instead (ray_fleet.py); their target block's settings shape the ask.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ from actors.autoscaler.core.cluster_signals import ClusterView, FleetState
 from actors.autoscaler.core.handler import PolicyHandler
 from actors.autoscaler.core.node_selector import select_for_removal
 from actors.autoscaler.core.registry import PolicyEntry
+from actors.autoscaler.ray_fleet import LiveRayCluster, RayFleets
 from contracts.autoscaling import DRY_RUN_COUNT, Decision, Policy, TargetStatus
 
 log = logging.getLogger(__name__)
@@ -119,10 +120,14 @@ class FleetTargets:
         agent: FleetAgent,
         spec_of: SpecLookup = lambda name: None,
         clock: Callable[[], float] = time.time,
+        ray_fleets: RayFleets | None = None,
     ) -> None:
         self.agent = agent
         self.spec_of = spec_of
         self.clock = clock
+        namespace = getattr(agent, "namespace", None)  # the real agents' namespace too
+        self.ray_fleets = ray_fleets or RayFleets(LiveRayCluster(namespace), clock)
+        self._extras: dict[str, dict[str, str]] = {}  # a fleet target's other settings
         self._pending: dict[str, _Pending] = {}
         self._lock = threading.Lock()  # scale calls run on the scaler's pool
 
@@ -139,6 +144,7 @@ class FleetTargets:
         """What a fleet policy's evaluation reads: its target's status and the signals; the
         handler's min / max are narrowed to the fleet's `nodes` range first."""
         fleet = entry.target.fleet
+        self._extras[fleet] = dict(entry.target.extras)  # read by scale(), which lacks them
         bounded = fleet_bounds(entry.policy or handler.policy, self.spec(fleet))
         if bounded != handler.policy:
             handler.update_policy(bounded)
@@ -147,6 +153,8 @@ class FleetTargets:
     def status(self, fleet_name: str, view: ClusterView) -> TargetStatus | None:
         fleet = view.fleet(fleet_name)
         spec = self.spec(fleet_name)
+        if spec is not None and spec.get("backend") == "ray":
+            return self.ray_fleets.status(fleet_name, fleet)
         if fleet is None and spec is None and fleet_name not in self._pending:
             return None
         registered = {i.node_id for i in fleet.instances} if fleet is not None else set()
@@ -179,11 +187,14 @@ class FleetTargets:
         if action is None or action.error or action.count == DRY_RUN_COUNT:
             return "nothing to do"
         spec = self.spec(fleet_name)
-        if spec is not None and spec.get("backend", "simulated") != "simulated":
-            raise ValueError(
-                f'fleet "{fleet_name}" is a {spec.get("backend")} fleet: scaling Ray-backed '
-                "fleets (ray.autoscaler.sdk.request_resources) is not built"
+        backend = spec.get("backend", "simulated") if spec is not None else "simulated"
+        if backend == "ray":
+            extras = self._extras.get(fleet_name, {})
+            return self.ray_fleets.scale(
+                fleet_name, action.count, strategy, deadline_s, fleet, extras
             )
+        if backend != "simulated":
+            raise ValueError(f'fleet "{fleet_name}": unknown backend "{backend}"')
         ready = fleet.ready if fleet is not None else []
         now = self.clock()
         if action.count > len(ready):

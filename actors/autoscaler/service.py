@@ -16,9 +16,12 @@ Scale is recorded in the decision and the loop goes on. Restartable: a new servi
 the registry from the log, backfills the usage of the last `backfill_s` from the stream
 (capped), and each handler resumes its cooldown from the group's last scaling event.
 
-Policy files (`policy_dir`, *.hcl) are loaded at start. Their cluster policies scale
-simulated fleets (fleet_target.py) from the scheduler's signals (core/cluster_signals.py),
-read from one ClusterView per evaluation tick; job policies may read those signals too.
+Policy files (`policy_dir`, *.hcl) are loaded at start, with the files applied through the
+API (core/applied.py, kept in Redis: persist.py). Their cluster policies scale simulated
+fleets (fleet_target.py) from the scheduler's signals (core/cluster_signals.py), read from
+one ClusterView per evaluation tick; job policies may read those signals too. A fleet's
+scaling is written into its stored spec (count, `last_scaled_s`), from which a restarted
+autoscaler resumes the cooldown.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Any
 import redis
 
 from actors.autoscaler.core.alloc_counts import ALLOC_CHANGES, AllocCounts, system_job
+from actors.autoscaler.core.applied import AppliedPolicies, applied_path, policies_key
 from actors.autoscaler.core.checks import MetricReader
 from actors.autoscaler.core.cluster_signals import ClusterView
 from actors.autoscaler.core.decisions import DecisionLog, to_json
@@ -44,6 +48,7 @@ from actors.autoscaler.core.status import group_status
 from actors.autoscaler.core.usage_store import UsageStore
 from actors.autoscaler.core.views import policy_json
 from actors.autoscaler.fleet_target import FleetTargets, RayFleetAgent, redis_spec_lookup
+from actors.autoscaler.persist import FleetScalings, RedisPolicyStore
 from actors.autoscaler.scaler import Scaler
 from actors.autoscaler.sources import PrometheusSource
 from actors.autoscaler.tracing import AutoscalerTracing
@@ -98,6 +103,10 @@ class AutoscalerService:
         self.tracing = AutoscalerTracing(telemetry or Telemetry.disabled("autoscaler"), names.usage)
         self.usage = usage or UsageStore()
         self.registry = PolicyRegistry()
+        self.applied = AppliedPolicies(
+            self.registry, RedisPolicyStore(client, policies_key(names.prefix))
+        )
+        self.fleet_scalings = FleetScalings(client, names.fleets, clock)
         self.decisions = DecisionLog(decisions_kept)
         self.handlers: dict[str, PolicyHandler] = {}
         self.due: dict[str, float] = {}  # policy id -> next evaluation (clock seconds)
@@ -143,6 +152,8 @@ class AutoscalerService:
 
     def start(self) -> None:
         self._load_policy_dir()
+        with self.lock:
+            self._dirty.update(self.applied.load().added)
         self.replica.load()
         since_ms = max(0, int((self.clock() - self._backfill_s) * 1000))
         self._usage_id = f"{since_ms}-0"
@@ -208,6 +219,22 @@ class AutoscalerService:
             change = self.registry.apply_file(path, text)
             self._dirty.update(change.added + change.updated + change.removed)
             return [self._policy_view(e) for e in self.registry.entries() if e.path == path]
+
+    def apply_policy(self, name: str, text: str) -> list[dict[str, Any]]:
+        """Apply (or replace) the policy file `name`, kept in Redis; ValidationError naming
+        the field and value when it does not parse or is past a bound."""
+        with self.lock:
+            change = self.applied.apply(name, text)
+            self._dirty.update(change.added + change.updated + change.removed)
+            path = applied_path(name)
+            return [self._policy_view(e) for e in self.registry.entries() if e.path == path]
+
+    def delete_policy(self, policy_id: str) -> list[str]:
+        """Remove the applied file holding the policy; returns the IDs removed."""
+        with self.lock:
+            change = self.applied.delete(policy_id)
+            self._dirty.update(change.removed)
+            return list(change.removed)
 
     def _on_entry(self, entry: LogEntry, state: StateStore) -> None:
         change = entry.change
@@ -338,6 +365,8 @@ class AutoscalerService:
                 try:
                     if fleet:
                         status, reader = self.fleets.inputs(entry, handler, view)
+                        spec = self.fleets.spec(fleet)
+                        status = self.fleet_scalings.with_last_scaling(status, spec)
                     else:
                         status = group_status(state, *entry.group_key, self.alloc_counts)
                         usage = self.usage.reader(entry.group_key, self.alloc_counts.is_live)
@@ -353,11 +382,14 @@ class AutoscalerService:
                 seen = view.fleet(fleet) if fleet else None
                 if decision.scale_due and self.scaler.submit(entry, decision, span, seen):
                     self.stats["scale_calls"] += 1
+                    if fleet:
+                        self.fleet_scalings.sent(fleet, decision)
 
     def settle_answers(self) -> int:
         """Hand the Scale calls' answers to their handlers and decisions."""
         answers = self.scaler.answers()
         for answer in answers:
+            self.fleet_scalings.answered(answer.decision_id, answer.ok)
             with self.lock:
                 self.stats["scale_ok" if answer.ok else "scale_failed"] += 1
                 handler = self.handlers.get(answer.policy_id)
@@ -408,6 +440,7 @@ class AutoscalerService:
 
     def _policy_view(self, entry: PolicyEntry) -> dict[str, Any]:
         last = self.decisions.last(entry.id, 1)
-        return policy_json(
+        view = policy_json(
             entry, self.handlers.get(entry.id), self.due.get(entry.id), last[0] if last else None
         )
+        return {**view, "Policy": dict(entry.raw)}

@@ -1,9 +1,11 @@
-"""`drover scaling policy list | status | explain`: Nomad's `scaling policy list / info`, and
-drover's `explain`, which shows what the autoscaler decided and why."""
+"""`drover scaling policy list | status | explain | apply | delete`: Nomad's `scaling policy
+list / info`, and drover's `explain` (what the autoscaler decided and why), `apply` (a
+cluster policy file, kept by the autoscaler) and `delete` (an applied file's policies)."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -131,12 +133,22 @@ def _autoscaler_block(explained: dict[str, Any] | None) -> str:
     return key_values(pairs)
 
 
-def policy_explain(args: argparse.Namespace, client: ApiClient) -> int:
-    stubs = client.get("/v1/scaling/policies", job=args.job)
-    found = [s for s in stubs if s["Target"].get("Group") == args.group]
+def _explained_stub(client: ApiClient, target: str, group: str | None) -> dict[str, Any]:
+    """The stub `explain JOB GROUP` or `explain ID` (a file policy's, or any) names."""
+    if group is None:
+        policy_id = _resolve(client, target)
+        stubs = client.get("/v1/scaling/policies", prefix=policy_id)
+        return dict(stubs[0])
+    stubs = client.get("/v1/scaling/policies", job=target)
+    found = [s for s in stubs if s["Target"].get("Group") == group]
     if not found:
-        raise CliError(f'no scaling policy for group "{args.group}" of job "{args.job}"')
-    policy_id = str(found[0]["ID"])
+        raise CliError(f'no scaling policy for group "{group}" of job "{target}"')
+    return dict(found[0])
+
+
+def policy_explain(args: argparse.Namespace, client: ApiClient) -> int:
+    stub = _explained_stub(client, args.job, args.group)
+    policy_id = str(stub["ID"])
     try:
         explained = client.get(f"/v1/scaling/policy/{segment(policy_id)}/decisions", limit=args.n)
     except CliError as exc:
@@ -148,7 +160,7 @@ def policy_explain(args: argparse.Namespace, client: ApiClient) -> int:
     print(
         key_values(
             [
-                ("Policy", f"{short(policy_id)} ({format_target(found[0]['Target'])})"),
+                ("Policy", f"{short(policy_id)} ({format_target(stub['Target'])})"),
                 ("State", view["State"] or "not evaluated"),
                 ("Cooldown Until", _when(view["CooldownUntil"])),
                 ("Next Evaluation", _when(view["NextEvaluation"])),
@@ -163,6 +175,31 @@ def policy_explain(args: argparse.Namespace, client: ApiClient) -> int:
     for decision in decisions:
         print()
         print(explain_decision(decision))
+    return 0
+
+
+def policy_apply(args: argparse.Namespace, client: ApiClient) -> int:
+    path = Path(args.file)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CliError(f"{args.file}: {exc}") from None
+    name = args.name or path.name
+    answer = client.post("/v1/scaling/policies", {"Name": name, "Text": text})
+    if args.json:
+        print_json(answer)
+        return 0
+    print(f'Applied policy file "{answer["Name"]}"\n')
+    print(_policy_table(answer["Policies"], args.verbose))
+    return 0
+
+
+def policy_delete(args: argparse.Namespace, client: ApiClient) -> int:
+    policy_id = _resolve(client, args.policy)
+    removed = client.delete(f"/v1/scaling/policy/{segment(policy_id)}")["Removed"]
+    print(f"Removed {len(removed)} polic{'y' if len(removed) == 1 else 'ies'} (the applied file)")
+    for removed_id in removed:
+        print(f"  {removed_id if args.verbose else short(removed_id)}")
     return 0
 
 
@@ -232,9 +269,23 @@ def add_parser(commands: Any, flag: Any) -> None:
         flag(p, "-verbose", action="store_true", help="full IDs")
         p.add_argument("policy", help="policy ID or prefix")
 
-    p = policy.add_parser("explain", help="the autoscaler's last decisions for a job group")
+    p = policy.add_parser(
+        "explain", help="the autoscaler's last decisions for a job group (JOB GROUP) or a policy"
+    )
     p.set_defaults(handler=policy_explain, needs_client=True)
     flag(p, "-json", action="store_true", help="print JSON")
     flag(p, "-n", type=int, default=DEFAULT_DECISIONS, help="how many decisions (newest first)")
-    p.add_argument("job")
-    p.add_argument("group")
+    p.add_argument("job", help="the job, or a policy ID or prefix (a file policy's)")
+    p.add_argument("group", nargs="?", default=None)
+
+    p = policy.add_parser("apply", help="apply a cluster policy file (the autoscaler keeps it)")
+    p.set_defaults(handler=policy_apply, needs_client=True)
+    flag(p, "-json", action="store_true", help="print JSON")
+    flag(p, "-verbose", action="store_true", help="full IDs")
+    flag(p, "-name", default="", help="the name it is kept under (default: the file's name)")
+    p.add_argument("file")
+
+    p = policy.add_parser("delete", help="remove an applied policy file (by one of its IDs)")
+    p.set_defaults(handler=policy_delete, needs_client=True)
+    flag(p, "-verbose", action="store_true", help="full IDs")
+    p.add_argument("policy", help="policy ID or prefix")

@@ -68,6 +68,21 @@ class Backend(Protocol):
         ApiError(503) when no autoscaler runs or it does not answer."""
         ...
 
+    def scaling_file_policies(self) -> Sequence[dict[str, Any]]:
+        """The autoscaler's file policies (its policy views with Origin "file", each with
+        "Policy": the policy map as written); empty when no autoscaler runs or answers."""
+        ...
+
+    def apply_scaling_policy(self, name: str, text: str) -> list[dict[str, Any]]:
+        """Hand a policy file to the autoscaler, which keeps it; returns its policies' views.
+        ApiError(400) when refused, (503) when no autoscaler runs or it does not answer."""
+        ...
+
+    def delete_scaling_policy(self, policy_id: str) -> list[str]:
+        """Remove the applied file holding the policy; returns the IDs removed. ApiError
+        (404) unknown, (400) not an applied file's, (503) no autoscaler answers."""
+        ...
+
     def delete_fleet(self, name: str, deadline_s: float) -> int:
         """Delete a declared fleet: its instances drain (Nomad's drain deadline; < 0 forces at
         once) and each leaves once drained. Returns how many are draining. KeyError: unknown."""

@@ -30,6 +30,7 @@ from contracts.autoscaling import (
 )
 from contracts.errors import ValidationError
 from contracts.job import Job, TaskGroup
+from contracts.jobspec import hcl
 
 POLICY_ID_NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "drover:scaling-policy")
 NO_POLICY = "no policy block: the group is scaled by hand only"
@@ -96,6 +97,17 @@ def named_group(query: str) -> tuple[str, str] | None:
     return None
 
 
+def raw_policies(text: str) -> dict[str, dict[str, Any]]:
+    """Each `scaling "name"` block's `policy` as written (a parsed file), as Nomad's API
+    shows a policy's map."""
+    out: dict[str, dict[str, Any]] = {}
+    for block in hcl.load(text).blocks.get("scaling", []):
+        policy = block.body.blocks.get("policy", [])
+        if len(block.labels) == 1 and len(policy) == 1:
+            out[block.labels[0]] = hcl.to_plain(policy[0].body)
+    return out
+
+
 class PolicyRegistry:
     def __init__(self) -> None:
         self._entries: dict[str, PolicyEntry] = {}
@@ -112,6 +124,9 @@ class PolicyRegistry:
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def file_paths(self) -> set[str]:
+        return set(self._by_file)
 
     def for_group(self, namespace: str, job_id: str, group: str) -> list[PolicyEntry]:
         """Every policy targeting a job group: its own, and any file policy naming it."""
@@ -224,8 +239,9 @@ class PolicyRegistry:
             )
             now[entry.id] = entry
         else:
+            raws = raw_policies(text)
             for cluster_policy in parsed:
-                entry = self._file_entry(cluster_policy, index)
+                entry = self._file_entry(cluster_policy, index, raws.get(cluster_policy.name))
                 now[entry.id] = entry
         return self._replace(before, now, lambda ids: self._set_file(path, ids))
 
@@ -238,7 +254,9 @@ class PolicyRegistry:
         else:
             self._by_file.pop(path, None)
 
-    def _file_entry(self, cp: ClusterPolicy, index: int) -> PolicyEntry:
+    def _file_entry(
+        self, cp: ClusterPolicy, index: int, raw: Mapping[str, Any] | None = None
+    ) -> PolicyEntry:
         policy = cp.policy
         policy_id = file_policy_id(cp.path, cp.name)
         old = self._entries.get(policy_id)
@@ -251,6 +269,7 @@ class PolicyRegistry:
             max=policy.max,
             enabled=policy.enabled,
             policy=policy,
+            raw=dict(raw or {}),
             path=cp.path,
             name=cp.name,
             create_index=old.create_index if old is not None else index,

@@ -87,16 +87,16 @@ def test_a_stuck_wait_is_given_up_after_its_deadline_and_grace() -> None:
     assert status is not None and status.ready
 
 
-def test_an_unknown_fleet_is_a_missing_target_and_ray_fleets_are_refused() -> None:
+def test_an_unknown_fleet_is_a_missing_target_and_an_unknown_backend_is_refused() -> None:
     agent = FakeAgent()
-    targets = FleetTargets(agent, lambda name: {"backend": "ray"} if name == "r" else None)
+    targets = FleetTargets(agent, lambda name: {"backend": "gcp"} if name == "g" else None)
     assert targets.status("nope", view(agent)) is None
     try:
-        targets.scale("r", "least_busy", 60, decision(3), None)
+        targets.scale("g", "least_busy", 60, decision(3), None)
     except ValueError as exc:
-        assert "not built" in str(exc)
+        assert 'unknown backend "gcp"' in str(exc)
     else:
-        raise AssertionError("a ray fleet was scaled")
+        raise AssertionError("a fleet of an unknown backend was scaled")
 
 
 def test_the_fleet_nodes_range_narrows_the_policy_bounds() -> None:

@@ -13,16 +13,19 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 import redis
 
 from actors.agent.core import FleetSpec, builtin_drivers, simulated_nodes
 from actors.agent.service import AgentService
+from actors.autoscaler.core.applied import policies_key
 from actors.autoscaler.core.registry import group_policy_id
+from actors.autoscaler.fleet_target import FleetTargets, redis_spec_lookup
 from actors.autoscaler.service import AutoscalerService
 from actors.autoscaler.tracing import EVENT_CHECK, SPAN_EVALUATE, SPAN_SCALE
 from actors.broker.service import BrokerService
@@ -34,6 +37,7 @@ from contracts import ClientStatus
 from contracts.jobspec import parse_hcl
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
 from contracts.usage import REPORT_TYPE, USAGE_STREAM_MAXLEN, AllocUsage, UsageReport
+from launch.system import spec_from_stored
 
 NAMES = StreamNames("asc")
 FLEET = FleetSpec(name="sim", count=2, cpu_mhz=8000, memory_mb=16384)
@@ -351,3 +355,62 @@ scaling "gpu" {
     assert listed["gpu.hcl"]["Evaluated"]  # cluster policies on fleets are evaluated
     assert "max is required" in listed["broken.hcl"]["Error"]
     assert service.stats["evaluated_policies"] == 1
+
+
+class GrowingAgent:
+    """Hosts the fleet's scale-outs: asked instances never register (the policy waits)."""
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    def scale_fleet(self, name: str, count: int) -> list[str]:
+        self.asked.append(count)
+        return [f"new-{len(self.asked)}"]
+
+    def retire_instances(self, node_ids: list[str], deadline_s: float) -> int:
+        return len(node_ids)
+
+
+def test_applied_policies_and_fleet_scalings_outlive_the_autoscaler(cluster: Cluster) -> None:
+    """An applied file is kept in Redis; a fleet's scaling is written into its stored spec
+    (count, last_scaled_s), and a restarted autoscaler resumes the cooldown from it."""
+    cluster.client.hset(NAMES.fleets, "sim", orjson.dumps({**asdict(FLEET), "future": 1}))
+    text = """
+scaling "sim" {
+  enabled = true
+  max     = 5
+  policy {
+    evaluation_interval = "10s"
+    cooldown            = "2m"
+    check "c" { strategy "fixed-value" { value = 3 } }
+    target "fleet" { fleet = "sim" }
+  }
+}
+"""
+    clock, agent = Clock(), GrowingAgent()
+    targets = FleetTargets(agent, redis_spec_lookup(cluster.client, NAMES.fleets), clock)
+    service = new_autoscaler(cluster, clock, fleets=targets)
+    (view,) = service.apply_policy("sim.hcl", text)
+    policy_id = view["ID"]
+    assert view["Policy"]["check"] and view["Target"]["Fleet"] == "sim"
+    service.sync_policies()
+    evaluate(service, cluster, clock, 10.5)
+    decision = settled(service, policy_id)
+    assert decision["Outcome"] == "scale" and decision["Scale"]["Status"] == "ok"
+    assert agent.asked == [3]
+    stored = orjson.loads(cluster.client.hget(NAMES.fleets, "sim") or b"")
+    assert stored["count"] == 3 and stored["future"] == 1
+    assert abs(stored["last_scaled_s"] - clock.now) < 1
+    assert spec_from_stored(stored).count == 3  # what a restarted system hosts
+    service.close()
+
+    clock.now += 30  # within the 2m cooldown
+    again = GrowingAgent()
+    targets = FleetTargets(again, redis_spec_lookup(cluster.client, NAMES.fleets), clock)
+    restarted = new_autoscaler(cluster, clock, fleets=targets)
+    assert [p["ID"] for p in restarted.policies() if p["Origin"] == "file"] == [policy_id]
+    evaluate(restarted, cluster, clock, 10.5)
+    held = settled(restarted, policy_id)
+    assert held["Outcome"] == "cooldown" and again.asked == []
+    assert restarted.delete_policy(policy_id) == [policy_id]
+    assert cluster.client.hlen(policies_key(NAMES.prefix)) == 0

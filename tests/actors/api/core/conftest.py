@@ -15,11 +15,15 @@ import pytest
 from actors.agent.core import FleetSpec, simulated_nodes
 from actors.agent.core.retire import Retirement
 from actors.api.core import AclToken, Api, ApiError, ApiRequest, ApiResponse
+from actors.autoscaler.core.applied import AppliedPolicies, MemoryPolicyStore, applied_path
+from actors.autoscaler.core.registry import PolicyEntry, PolicyRegistry
+from actors.autoscaler.core.views import policy_json
 from actors.leader.core.inprocess_planner import InProcessPlanner
 from actors.leader.core.leader import LeaderCore
 from actors.state import StateReader, StateStore
 from actors.worker.core.scheduler import new_scheduler
 from contracts import DrainStrategy, EvalStatus, Job
+from contracts.errors import NotFoundError, ValidationError
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
 from contracts.usage import UsageReport
 
@@ -40,6 +44,13 @@ class MemoryBackend:
         # What an autoscaler would answer per policy ID; None: no autoscaler runs.
         self.autoscaler: dict[str, dict[str, Any]] | None = None
         self.usage: list[tuple[int, UsageReport]] = []  # (published at, unix ms), oldest first
+        # The autoscaler's file policies (the real registry and applied-file store); None:
+        # no autoscaler runs.
+        self.policy_files: AppliedPolicies | None = None
+
+    def start_autoscaler(self) -> AppliedPolicies:
+        self.policy_files = AppliedPolicies(PolicyRegistry(), MemoryPolicyStore())
+        return self.policy_files
 
     def snapshot(self) -> StateReader:
         return self.store.snapshot()
@@ -115,6 +126,36 @@ class MemoryBackend:
         if known is None:
             return None
         return {"Policy": known["Policy"], "Decisions": known["Decisions"][:limit]}
+
+    @staticmethod
+    def _view(entry: PolicyEntry) -> dict[str, Any]:
+        return {**policy_json(entry), "Policy": dict(entry.raw)}  # as the autoscaler's
+
+    def scaling_file_policies(self) -> list[dict[str, Any]]:
+        if self.policy_files is None:
+            return []
+        entries = self.policy_files.registry.entries()
+        return [self._view(e) for e in entries if e.origin == "file"]
+
+    def apply_scaling_policy(self, name: str, text: str) -> list[dict[str, Any]]:
+        if self.policy_files is None:
+            raise ApiError(503, "no autoscaler runs with this agent")
+        try:
+            self.policy_files.apply(name, text)
+        except ValidationError as exc:
+            raise ApiError(400, str(exc)) from None
+        path = applied_path(name)
+        return [self._view(e) for e in self.policy_files.registry.entries() if e.path == path]
+
+    def delete_scaling_policy(self, policy_id: str) -> list[str]:
+        if self.policy_files is None:
+            raise ApiError(503, "no autoscaler runs with this agent")
+        try:
+            return list(self.policy_files.delete(policy_id).removed)
+        except ValidationError as exc:
+            raise ApiError(400, str(exc)) from None
+        except NotFoundError as exc:
+            raise ApiError(404, str(exc)) from None
 
     def package_job(self, job: Job) -> Job:
         return job  # no Ray here: nothing to upload
