@@ -18,8 +18,9 @@ keys it reads; durations are simulated seconds from the origin; demand is never 
     ramp      base before `at`, then linear to peak over `duration`, then peak
     spike     peak from `at` for `duration`, base otherwise
     sine      base before `at`, then base + peak * sin(2 pi (t - at) / duration)
-    trace     the `timestamp,value` CSV at `trace`, replayed from its first timestamp
-              (load_trace.py)
+    trace     the trace at `trace`, replayed from its start (load_trace.py: `timestamp,value`,
+              per-minute counts, or Azure Functions' per-minute rows), each value times
+              `per_unit_mhz` (default 1)
 `noise` multiplies each allocation's share by a uniform factor in [1 - noise, 1 + noise],
 the same for the same allocation and sample time. `memory_mb` is each allocation's resident
 memory, whatever the demand.
@@ -45,7 +46,7 @@ _USES: dict[str, frozenset[str]] = {
     "ramp": frozenset({"base", "peak", "at", "duration"}),
     "spike": frozenset({"base", "peak", "at", "duration"}),
     "sine": frozenset({"base", "peak", "at", "duration"}),
-    "trace": frozenset({"trace"}),
+    "trace": frozenset({"trace", "per_unit_mhz"}),
 }
 _REQUIRED: dict[str, tuple[str, ...]] = {
     "constant": ("base",),
@@ -74,6 +75,7 @@ class LoadModel:
     trace: TraceSeries | None = None
     memory_mb: float = 0.0
     time_factor: float = 1.0
+    per_unit_mhz: float = 1.0  # a trace value's MHz (a per-minute count: one invocation's)
 
     def demand(self, t: float) -> float:
         """The group's demand `t` simulated seconds after its origin."""
@@ -82,7 +84,7 @@ class LoadModel:
             return base
         if shape == "trace":
             assert self.trace is not None
-            return self.trace.value_at(t)
+            return self.trace.value_at(t) * self.per_unit_mhz
         since = t - self.at
         if since < 0:
             return base
@@ -148,9 +150,12 @@ def _build(config: object) -> tuple[LoadModel | None, list[str]]:
                 trace = load_trace(path)
             except ValueError as exc:
                 problems.append(f"load.trace: {exc}")
+    per_unit_mhz = number("per_unit_mhz", 1.0)
     if problems:
         return None, problems
-    model = LoadModel(shape, base, peak, at, duration, noise, trace, memory_mb, time_factor)
+    model = LoadModel(
+        shape, base, peak, at, duration, noise, trace, memory_mb, time_factor, per_unit_mhz
+    )
     return model, []
 
 

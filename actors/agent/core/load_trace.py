@@ -1,5 +1,13 @@
-"""Demand traces for the mock driver's load model: a `timestamp,value` CSV, as the Numenta
-Anomaly Benchmark (NAB) ships its series, replayed from its first timestamp.
+"""Demand traces for the mock driver's load model, replayed from their start. Three forms:
+
+- a `timestamp,value` CSV, as the Numenta Anomaly Benchmark (NAB) ships its series;
+- per-minute counts, one number per line (minute 0, 1, 2...);
+- the Azure Functions 2019 per-minute format (`HashOwner,HashApp,HashFunction,Trigger,1,...,
+  1440`): each row a function's invocations in each minute of a day; the trace is their sum
+  per minute (a file of one app's functions is that app's demand).
+
+Per-minute values hold for their minute; the load model turns a count into MHz with its
+`per_unit_mhz`.
 
 A timestamp is a number of seconds (unix time or any other origin) or an ISO 8601 date and
 time (`2014-04-01 00:05:00`; naive ones are read as UTC: only their differences matter). A
@@ -74,7 +82,77 @@ def load_trace(path: str) -> TraceSeries:
     return series
 
 
+AZURE_ID_COLUMNS = ("HashOwner", "HashApp", "HashFunction", "Trigger")
+MINUTES_PER_DAY = 1440
+
+
 def _parse(path: str) -> TraceSeries:
+    try:
+        with open(path, newline="", encoding="utf-8") as file:
+            first_line = file.readline()
+    except OSError as exc:
+        raise ValueError(f"cannot read {path!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path!r} is not a CSV text file: {exc}") from None
+    if first_line.startswith(AZURE_ID_COLUMNS[0]):
+        return _parse_azure(path)
+    if "," not in first_line and first_line.strip():
+        return _parse_counts(path)
+    return _parse_pairs(path)
+
+
+def _per_minute(path: str, counts: array[float]) -> TraceSeries:
+    if not counts:
+        raise ValueError(f"{path!r} has no per-minute counts")
+    offsets = array("d", (60.0 * minute for minute in range(len(counts))))
+    return TraceSeries(path, offsets, counts)
+
+
+def _count(path: str, line: int, text: str) -> float:
+    value = _number(text)
+    if value is None or not math.isfinite(value) or value < 0:
+        raise ValueError(f"{path!r} line {line}: count {text.strip()!r} is not a number >= 0")
+    return value
+
+
+def _parse_counts(path: str) -> TraceSeries:
+    counts: array[float] = array("d")
+    with open(path, encoding="utf-8") as file:
+        for line, text in enumerate(file, start=1):
+            if not text.strip():
+                continue
+            if len(counts) == MAX_TRACE_POINTS:
+                raise ValueError(
+                    f"{path!r} has more than the {MAX_TRACE_POINTS} points a trace may have"
+                )
+            counts.append(_count(path, line, text))
+    return _per_minute(path, counts)
+
+
+def _parse_azure(path: str) -> TraceSeries:
+    totals = array("d", bytes(8 * MINUTES_PER_DAY))
+    width = len(AZURE_ID_COLUMNS) + MINUTES_PER_DAY
+    try:
+        with open(path, newline="", encoding="utf-8") as file:
+            rows = csv.reader(file)
+            header = next(rows)
+            if tuple(header[:4]) != AZURE_ID_COLUMNS or len(header) != width:
+                raise ValueError(
+                    f"{path!r} line 1: expected {','.join(AZURE_ID_COLUMNS)},1,...,1440"
+                )
+            for line, row in enumerate(rows, start=2):
+                if not row:
+                    continue
+                if len(row) != width:
+                    raise ValueError(f"{path!r} line {line}: expected {width} columns")
+                for minute, text in enumerate(row[len(AZURE_ID_COLUMNS) :]):
+                    totals[minute] += _count(path, line, text)
+    except csv.Error as exc:
+        raise ValueError(f"{path!r} is not a CSV text file: {exc}") from None
+    return _per_minute(path, totals)
+
+
+def _parse_pairs(path: str) -> TraceSeries:
     offsets: array[float] = array("d")
     values: array[float] = array("d")
     first = previous = 0.0

@@ -230,3 +230,29 @@ def test_the_origin_is_the_groups_first_allocation_on_this_agent() -> None:
     loads.begin(group, "t", "a2", 105.0)  # a later allocation does not restart the clock
     assert loads.simulated_time(step, group, 110.0) == 10.0
     assert loads.share(step, group, "t", "a2", 110.0) == 400.0
+
+
+def test_per_minute_counts_replay_a_minute_each_at_per_unit_mhz(tmp_path: Path) -> None:
+    counts = write(tmp_path / "counts.txt", "3\n0\n\n12\n")
+    model = parse_load({"shape": "trace", "trace": counts, "per_unit_mhz": 50})
+    at = {0: 150, 59: 150, 60: 0, 120: 600, 10_000: 600}
+    assert {t: model.demand(t) for t in at} == at
+    (bad,) = load_problems({"shape": "trace", "trace": write(tmp_path / "b.txt", "3\nmany\n")})
+    assert "line 2: count 'many' is not a number >= 0" in bad
+
+
+def test_the_azure_functions_per_minute_format_sums_its_rows(tmp_path: Path) -> None:
+    header = "HashOwner,HashApp,HashFunction,Trigger," + ",".join(map(str, range(1, 1441)))
+    minutes_a = [0] * 1440
+    minutes_b = [0] * 1440
+    minutes_a[0], minutes_a[1], minutes_b[1] = 4, 1, 2
+    rows = [
+        "o1,a1,f1,http," + ",".join(map(str, minutes_a)),
+        "o1,a1,f2,timer," + ",".join(map(str, minutes_b)),
+    ]
+    trace = write(tmp_path / "invocations_per_function_md.anon.d01.csv", "\n".join([header, *rows]))
+    model = parse_load({"shape": "trace", "trace": trace, "per_unit_mhz": 10})
+    assert [model.demand(t) for t in (0, 60, 120, 86_399)] == [40, 30, 0, 0]
+    short = write(tmp_path / "short.csv", header + "\no1,a1,f1,http,1,2\n")
+    (bad,) = load_problems({"shape": "trace", "trace": short})
+    assert "line 2: expected 1444 columns" in bad
