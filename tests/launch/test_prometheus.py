@@ -18,6 +18,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -297,3 +298,80 @@ def test_a_policy_scales_from_a_promql_query(prometheus: str, system: DroverSyst
         events = json.loads(response.read())["TaskGroups"]["api"]["Events"]
     assert events[0]["Count"] == 4  # newest first, as Nomad lists them
     assert "scaling up because factor is 2" in events[0]["Message"]
+
+
+FEEDER = """
+job "feeder" {
+  group "g" {
+    count = 1
+    task "t" {
+      driver = "mock"
+      config {
+        load = { shape = "constant", base = 200 }
+      }
+      resources {
+        cpu    = 250
+        memory = 64
+      }
+    }
+  }
+}
+"""
+
+SLEEPER = """
+job "sleeper" {
+  group "api" {
+    count = 0
+    scaling {
+      min = 0
+      max = 4
+      policy {
+        evaluation_interval = "1s"
+        cooldown            = "1s"
+        check "demand" {
+          source       = "prometheus"
+          query        = "DEMAND"
+          query_window = "2s"
+          strategy "target-value" { target = 1 }
+        }
+      }
+    }
+    task "t" {
+      driver = "mock"
+      resources {
+        cpu    = 100
+        memory = 32
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_group_scales_from_zero_and_back_on_a_demand_it_does_not_produce(
+    prometheus: str, system: DroverSystem
+) -> None:
+    """The sleeper runs nothing while there is no demand; the feeder's load (an external
+    signal, 200 MHz = 2 units) wakes it from 0 to 2, and it goes back to 0 when the feeder
+    stops (`or vector(0)`: no series is no demand)."""
+    client = system.client()
+    demand = 'sum(nomad_client_allocs_cpu_total_ticks{job=\\"feeder\\"}) / 100 or vector(0)'
+    client.run_job(parse_hcl(SLEEPER.replace("DEMAND", demand)))
+
+    def count() -> int:
+        job = client.job("sleeper")
+        return job.task_groups[0].count if job is not None else -1
+
+    time.sleep(3)
+    assert count() == 0, "no demand: it stays at zero"
+    client.run_job(parse_hcl(FEEDER))
+    wait_until(lambda: count() == 2, "the sleeper to wake up at 2")
+    client.stop_job("feeder")
+    wait_until(lambda: count() == 0, "the sleeper to go back to 0")
+
+
+def wait_until(check: Any, what: str, deadline_s: float = 60.0) -> None:
+    deadline = time.monotonic() + deadline_s
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.5)
