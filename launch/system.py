@@ -358,7 +358,14 @@ class DroverSystem:
             time.sleep(0.2)  # each poll copies every node out of the leader
 
     def fleets(self) -> list[FleetSpec]:
+        """The declared fleets, with the count a scaling policy last set (the autoscaler
+        writes it to the stored spec)."""
         self._forget_deleted_fleets()
+        stored = {spec.name: spec.count for spec in self._declared_fleets()}
+        for name, spec in list(self.fleet_specs.items()):
+            count = stored.get(name)
+            if count is not None and count != spec.count and spec.backend != "ray":
+                self.fleet_specs[name] = replace(spec, count=count)
         return list(self.fleet_specs.values())
 
     def _declared_fleets(self) -> list[FleetSpec]:

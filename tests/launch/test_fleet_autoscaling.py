@@ -83,11 +83,12 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DroverSystem]:
         data_dir=data / "data",
         workers=1,
         num_cpus=2,
-        fleets=[FleetSpec(name="sim", count=1, cpu_mhz=1000, memory_mb=1024)],
         tracing=False,
         autoscaler_policy_dir=policies,
     )
     with DroverSystem(config) as running:
+        # Declared (stored), so that the count a policy sets is remembered.
+        running.apply_fleet(FleetSpec(name="sim", count=1, cpu_mhz=1000, memory_mb=1024))
         yield running
 
 
@@ -129,6 +130,8 @@ def test_a_fleet_grows_while_work_is_blocked_and_shrinks_once_it_is_gone(
 
     out = wait_until(lambda: decided("scale", 2), "no scale-out decision")
     assert out["CurrentCount"] == 1 and out["Winner"] == "blocked"
+    counts = lambda: {f.name: f.count for f in system.fleets()}  # noqa: E731
+    wait_until(lambda: counts()["sim"] == 2 or None, "the fleet's count to read 2")
 
     # In: with the job stopped nothing is allocated; one instance is drained and removed,
     # down to the policy's min of 1.
@@ -138,3 +141,4 @@ def test_a_fleet_grows_while_work_is_blocked_and_shrinks_once_it_is_gone(
     assert scaled_in["CurrentCount"] == 2 and scaled_in["Winner"] == "idle"
     (left,) = instances(system)
     assert left.ready()
+    wait_until(lambda: counts()["sim"] == 1 or None, "the fleet's count to read 1")
