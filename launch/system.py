@@ -73,6 +73,9 @@ class SystemConfig:
     raw_exec: bool = False
     heartbeat_ttl_s: float = 10.0
     heartbeat_s: float = 2.0
+    # Mock tasks' load models run this many times faster than real time unless their `load`
+    # sets its own `time_factor`: one clock factor for a whole experiment.
+    load_time_factor: float = 1.0
     nack_timeout_s: float = 60.0
     include_dashboard: bool = False
     # stop(): how long the actors, stopped together, get to stop their loops and flush their
@@ -396,6 +399,7 @@ class DroverSystem:
                 data_dir=str(config.data_dir / "allocs"),
                 raw_exec=config.raw_exec,
                 heartbeat_s=config.heartbeat_s,
+                load_time_factor=config.load_time_factor,
                 **self._telemetry_options(),
             )
         )
@@ -440,6 +444,7 @@ class DroverSystem:
                     data_dir=str(config.data_dir / "allocs"),
                     raw_exec=config.raw_exec,
                     heartbeat_s=config.heartbeat_s,
+                    load_time_factor=config.load_time_factor,
                     **self._telemetry_options(),
                 )
             )

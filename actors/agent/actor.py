@@ -43,12 +43,17 @@ class AgentActor(ServiceShell):
         telemetry_dir: str | None = None,
         tracing: bool = True,
         usage_interval_s: float = 1.0,
+        load_time_factor: float = 1.0,
     ) -> None:
         """`usage_interval_s`: how often the allocations' use is published on the usage
-        stream (0: never; AgentService)."""
+        stream (0: never; AgentService); `load_time_factor`: the shared clock factor of
+        mock tasks' load models (simulated seconds per real second)."""
         self.telemetry = actor_telemetry("agent", agent_id, telemetry_dir, tracing)
         drivers = builtin_drivers(
-            data_dir=Path(data_dir) / agent_id, raw_exec_enabled=raw_exec, mhz_per_cpu=mhz_per_cpu
+            data_dir=Path(data_dir) / agent_id,
+            raw_exec_enabled=raw_exec,
+            mhz_per_cpu=mhz_per_cpu,
+            load_time_factor=load_time_factor,
         )
         nodes: list[Node]
         if fleets or simulated:

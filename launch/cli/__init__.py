@@ -67,6 +67,7 @@ def _agent(args: argparse.Namespace) -> int:
         if args.autoscaler_policy_dir
         else None,
         autoscaler_prometheus_address=args.autoscaler_prometheus_addr,
+        load_time_factor=args.load_time_factor,
     )
     system = DroverSystem(config)
     stop = threading.Event()
@@ -122,6 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
         "-autoscaler-prometheus-addr",
         default=None,
         help='the Prometheus server (http://host:port) that source = "prometheus" checks query',
+    )
+    _flag(
+        agent,
+        "-load-time-factor",
+        type=float,
+        default=1.0,
+        help="mock load models run this many times faster than real time (experiments)",
     )
     agent.set_defaults(handler=_agent, needs_client=False)
 

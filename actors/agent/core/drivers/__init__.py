@@ -46,11 +46,13 @@ def builtin_drivers(
     data_dir: str | os.PathLike[str],
     raw_exec_enabled: bool = False,
     mhz_per_cpu: float = 1000,
+    load_time_factor: float = 1.0,
 ) -> dict[str, Driver]:
     """The drivers every agent has, by name (the shell adds `ray` where Ray is available).
-    `mhz_per_cpu`: what one busy core counts for in the usage raw_exec measures."""
+    `mhz_per_cpu`: what one busy core counts for in the usage raw_exec measures;
+    `load_time_factor`: the shared clock factor of mock tasks' load models."""
     drivers: list[Driver] = [
-        MockDriver(),
+        MockDriver(time_factor=load_time_factor),
         RawExecDriver(enabled=raw_exec_enabled, data_dir=data_dir, mhz_per_cpu=mhz_per_cpu),
     ]
     return {d.name: d for d in drivers}

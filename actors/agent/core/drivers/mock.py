@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from actors.agent.core.drivers.base import (
     RUNNING,
@@ -48,7 +48,10 @@ class MockHandle(TaskHandle):
 class MockDriver:
     """Tasks that "run" for `run_for` seconds of the caller's clock."""
 
-    def __init__(self) -> None:
+    def __init__(self, time_factor: float = 1.0) -> None:
+        """`time_factor`: the clock factor of load models that set none (the system's one
+        shared factor: every group's demand runs that many times faster than real time)."""
+        self.time_factor = time_factor
         self.loads = GroupLoads()  # this agent's load-bearing tasks (load_model.py)
         self._models: dict[int, tuple[Task, LoadModel]] = {}
 
@@ -136,6 +139,8 @@ class MockDriver:
             model = parse_load(task.config["load"])
         except ValueError as exc:
             raise DriverError(str(exc)) from None
+        if "time_factor" not in task.config["load"]:
+            model = replace(model, time_factor=self.time_factor)
         if len(self._models) >= _MODELS_MAX:
             self._models.clear()
         self._models[id(task)] = (task, model)

@@ -271,3 +271,19 @@ def test_samples_take_each_nodes_core_and_the_sample_time() -> None:
         ("a1", 25.0, 2_500_000_000),
         ("a2", 50.0, 2_500_000_000),  # a node it does not know: the default core
     ]
+
+
+def test_the_agents_clock_factor_applies_to_loads_that_set_none() -> None:
+    """One factor for a whole experiment; a `load` with its own time_factor keeps it."""
+    shared = load_job(mock(load={"shape": "step", "base": 100, "peak": 500, "at": "60s"}))
+    own = load_job(
+        mock(load={"shape": "step", "base": 100, "peak": 500, "at": "60s", "time_factor": 1}),
+        job_id="own",
+    )
+    table = {(j.namespace, j.id, j.version): j for j in (shared, own)}
+    core = ClientCore(("n1",), {"mock": MockDriver(time_factor=10.0)}, lambda: 0.0)
+    jobs = lambda ns, job_id, version: table.get((ns, job_id, version))  # noqa: E731
+    core.apply_allocs([placed("a1"), placed("o1", job_id="own")], jobs)
+    core.tick(1000.0)
+    # 6 real seconds are 60 simulated ones at a factor of 10: the step has come.
+    assert cpu_by_alloc(core, 1006.0) == {"a1": 500.0, "o1": 100.0}
