@@ -1,0 +1,1 @@
+"""Autoscaling policy experiments: replay demand against policies in a pure simulator."""
