@@ -320,9 +320,9 @@ def test_every_record_with_a_decodable_shape_compiles_a_fast_decoder() -> None:
         if isinstance(obj, type)
         and dataclasses.is_dataclass(obj)
         and obj.__module__.startswith("contracts.")
-        # dstack's configuration models are parsed from YAML, and scaling policies from HCL,
-        # by their own parsers (a policy travels as its source text, never through the codec).
-        and not obj.__module__.startswith("contracts.dstack")
+        # dstack's configuration models are parsed from YAML, scaling policies from HCL and
+        # traces from their files, by their own parsers (none travels through the codec).
+        and not obj.__module__.startswith(("contracts.dstack", "contracts.traces"))
         and obj.__module__ != "contracts.autoscaling.policy"
     }
     from contracts.messages import Envelope
