@@ -33,10 +33,12 @@ from actors.autoscaler.core.cluster_signals import ClusterView, FleetState
 from actors.autoscaler.core.handler import PolicyHandler
 from actors.autoscaler.core.node_selector import select_for_removal
 from actors.autoscaler.core.registry import PolicyEntry
+from actors.autoscaler.persist import last_scaled_s
 from actors.autoscaler.ray_fleet import LiveRayCluster, RayFleets
 from contracts.autoscaling import DRY_RUN_COUNT, Decision, Policy, TargetStatus
 
 log = logging.getLogger(__name__)
+_UNREAD = object()  # status() reads the fleet's stored spec itself
 
 FLEET_AGENT_ACTOR = "drover-agent-sim"  # launch/system.py: drover-agent-<FLEETS_AGENT>
 REGISTER_GRACE_S = 60.0  # instances asked for and never registered: given up after this
@@ -145,16 +147,25 @@ class FleetTargets:
         handler's min / max are narrowed to the fleet's `nodes` range first."""
         fleet = entry.target.fleet
         self._extras[fleet] = dict(entry.target.extras)  # read by scale(), which lacks them
-        bounded = fleet_bounds(entry.policy or handler.policy, self.spec(fleet))
+        spec = self.spec(fleet)  # read once an evaluation: bounds and status both use it
+        bounded = fleet_bounds(entry.policy or handler.policy, spec)
         if bounded != handler.policy:
             handler.update_policy(bounded)
-        return self.status(fleet, view), view.reader(fleet)
+        return self.status(fleet, view, spec), view.reader(fleet)
 
-    def status(self, fleet_name: str, view: ClusterView) -> TargetStatus | None:
+    def status(
+        self, fleet_name: str, view: ClusterView, spec: dict[str, Any] | object | None = _UNREAD
+    ) -> TargetStatus | None:
+        """The fleet's ready instances, those starting, and when a policy last scaled it
+        (its stored `last_scaled_s`: a restarted autoscaler resumes the cooldown from it, as
+        it does from a group's scaling event). `spec`: the stored spec if already read."""
+        if spec is _UNREAD:
+            spec = self.spec(fleet_name)
+        assert spec is None or isinstance(spec, dict)
         fleet = view.fleet(fleet_name)
-        spec = self.spec(fleet_name)
         if spec is not None and spec.get("backend") == "ray":
-            return self.ray_fleets.status(fleet_name, fleet)
+            ray_status = self.ray_fleets.status(fleet_name, fleet)
+            return replace(ray_status, last_event_s=last_scaled_s(spec))
         if fleet is None and spec is None and fleet_name not in self._pending:
             return None
         registered = {i.node_id for i in fleet.instances} if fleet is not None else set()
@@ -172,7 +183,9 @@ class FleetTargets:
             if not waiting:
                 self._pending.pop(fleet_name, None)
         ready = len(fleet.ready) if fleet is not None else 0
-        return TargetStatus(ready=waiting == 0, count=ready, starting=starting)
+        return TargetStatus(
+            ready=waiting == 0, count=ready, starting=starting, last_event_s=last_scaled_s(spec)
+        )
 
     def scale(
         self,

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import orjson
 import redis
 
-from contracts.autoscaling import DRY_RUN_COUNT, Decision, TargetStatus
+from contracts.autoscaling import DRY_RUN_COUNT, Decision
 
 log = logging.getLogger(__name__)
 
@@ -96,14 +95,3 @@ class FleetScalings:
             record_fleet_scaled(self.client, self.key, *scaled, self.clock())
         except redis.RedisError as exc:  # the scaling stands; only its memory is lost
             log.warning("fleet %s: scaling not recorded: %s", scaled[0], exc)
-
-    @staticmethod
-    def with_last_scaling(
-        status: TargetStatus | None, spec: dict[str, Any] | None
-    ) -> TargetStatus | None:
-        """The fleet's status with its last scaling's time, so a restarted autoscaler
-        resumes the cooldown as it does from a group's scaling event."""
-        if status is None or status.last_event_s is not None:
-            return status
-        at = last_scaled_s(spec)
-        return status if at is None else replace(status, last_event_s=at)

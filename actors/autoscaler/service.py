@@ -365,8 +365,6 @@ class AutoscalerService:
                 try:
                     if fleet:
                         status, reader = self.fleets.inputs(entry, handler, view)
-                        spec = self.fleets.spec(fleet)
-                        status = self.fleet_scalings.with_last_scaling(status, spec)
                     else:
                         status = group_status(state, *entry.group_key, self.alloc_counts)
                         usage = self.usage.reader(entry.group_key, self.alloc_counts.is_live)
