@@ -20,6 +20,24 @@ from collections.abc import Callable
 from contracts.errors import ValidationError
 from contracts.traces.series import MAX_POINTS, Series
 
+# -- the shapes, as values at time t (the mock load model reads these too) -------------------
+
+
+def step_value(t: float, base: float, peak: float, at_s: float) -> float:
+    return peak if t >= at_s else base
+
+
+def ramp_value(t: float, start: float, end: float, at_s: float, ramp_s: float) -> float:
+    if t < at_s:
+        return start
+    if ramp_s == 0 or t >= at_s + ramp_s:
+        return end
+    return start + (end - start) * (t - at_s) / ramp_s
+
+
+def spike_value(t: float, base: float, peak: float, at_s: float, width_s: float) -> float:
+    return peak if at_s <= t < at_s + width_s else base
+
 
 def _check(name: str, value: float, *, positive: bool = False) -> None:
     if not math.isfinite(value) or value < 0 or (positive and value == 0):
@@ -63,7 +81,9 @@ def step(
     noise: float = 0.0,
     seed: int = 0,
 ) -> Series:
-    return _sample("step", lambda t: peak if t >= at_s else base, duration_s, step_s, noise, seed)
+    return _sample(
+        "step", lambda t: step_value(t, base, peak, at_s), duration_s, step_s, noise, seed
+    )
 
 
 def ramp(
@@ -78,15 +98,14 @@ def ramp(
     seed: int = 0,
 ) -> Series:
     _check("ramp_s", ramp_s)
-
-    def shape(t: float) -> float:
-        if t < at_s:
-            return start
-        if ramp_s == 0 or t >= at_s + ramp_s:
-            return end
-        return start + (end - start) * (t - at_s) / ramp_s
-
-    return _sample("ramp", shape, duration_s, step_s, noise, seed)
+    return _sample(
+        "ramp",
+        lambda t: ramp_value(t, start, end, at_s, ramp_s),
+        duration_s,
+        step_s,
+        noise,
+        seed,
+    )
 
 
 def spike(
@@ -103,7 +122,7 @@ def spike(
     _check("width_s", width_s)
     return _sample(
         "spike",
-        lambda t: peak if at_s <= t < at_s + width_s else base,
+        lambda t: spike_value(t, base, peak, at_s, width_s),
         duration_s,
         step_s,
         noise,

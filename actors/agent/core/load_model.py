@@ -36,6 +36,7 @@ from functools import partial
 
 from actors.agent.core.duration import duration_seconds
 from actors.agent.core.load_trace import TraceSeries, load_trace
+from contracts.traces.synthetic import ramp_value, spike_value, step_value
 
 SHAPES = ("constant", "step", "ramp", "spike", "sine", "trace")
 _COMMON = frozenset({"shape", "noise", "memory_mb", "time_factor"})
@@ -85,16 +86,16 @@ class LoadModel:
         if shape == "trace":
             assert self.trace is not None
             return self.trace.value_at(t) * self.per_unit_mhz
+        if shape == "step":
+            return step_value(t, base, peak, self.at)
+        if shape == "ramp":
+            return ramp_value(t, base, peak, self.at, self.duration)
+        if shape == "spike":
+            return spike_value(t, base, peak, self.at, self.duration)
+        # sine: base until `at`, then base + peak * sin over `duration`, never below 0
         since = t - self.at
         if since < 0:
             return base
-        if shape == "step":
-            return peak
-        if shape == "ramp":
-            return peak if since >= self.duration else base + (peak - base) * since / self.duration
-        if shape == "spike":
-            return peak if since < self.duration else base
-        # sine
         return max(0.0, base + peak * math.sin(2 * math.pi * since / self.duration))
 
 
