@@ -11,6 +11,7 @@ removals take starting allocations first, the newest first. Same inputs and seed
 
 from __future__ import annotations
 
+import bisect
 import random
 from dataclasses import dataclass, field
 
@@ -45,15 +46,21 @@ class _Run:
     capacity: CapacityModel
     start_delay: StartDelay
     rng: random.Random
+    # Sorted: the ready count at t is a bisection, the next ready time the entry after it,
+    # and removing the latest-ready (starting ones first) is a truncation.
     ready_at: list[float] = field(default_factory=list)
     ledger: Ledger = field(default_factory=Ledger)
     samples: list[Sample] = field(default_factory=list)
     actions: list[Scaling] = field(default_factory=list)
     cold_starts: int = 0
     last_busy_s: float | None = None
+    stepped: bool = False
+
+    def __post_init__(self) -> None:
+        self.stepped = isinstance(self.demand, SteppedDemand)
 
     def ready(self, t: float) -> int:
-        return sum(1 for r in self.ready_at if r <= t)
+        return bisect.bisect_right(self.ready_at, t)
 
     def evaluate(self, t: float) -> None:
         rate = self.demand.rate(t)
@@ -83,17 +90,17 @@ class _Run:
             if count == 0:
                 self.cold_starts += 1
             for _ in range(target - count):
-                self.ready_at.append(t + self.start_delay.draw(self.rng))
+                bisect.insort(self.ready_at, t + self.start_delay.draw(self.rng))
             return
         # Starting allocations go first (the latest ready time first), then ready ones.
-        self.ready_at.sort()
         del self.ready_at[target:]
 
     def next_point(self, t: float, end: float) -> float:
         """The first time in (t, end] where an allocation becomes ready or demand changes."""
-        nxt = min((r for r in self.ready_at if t < r < end), default=end)
-        if isinstance(self.demand, SteppedDemand):
-            changes = self.demand.change_points(t, nxt)
+        i = bisect.bisect_right(self.ready_at, t)
+        nxt = self.ready_at[i] if i < len(self.ready_at) and self.ready_at[i] < end else end
+        if self.stepped:
+            changes = self.demand.change_points(t, nxt)  # type: ignore[attr-defined]
             if changes:
                 nxt = changes[0]
         return nxt

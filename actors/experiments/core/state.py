@@ -83,5 +83,13 @@ class SimState:
 
     def mean_demand(self, window_s: float) -> float:
         """Mean of the demand samples in (now - window_s, now]."""
-        values = [s.demand_rps for s in self.history if s.time_s > self.now - window_s]
+        # Newest first, stopping at the window's start: the work is the window's, not the run's.
+        since = self.now - window_s
+        values: list[float] = []
+        for sample in reversed(self.history):
+            if sample.time_s <= since:
+                break
+            if sample.time_s <= self.now:
+                values.append(sample.demand_rps)
+        values.reverse()
         return sum(values) / len(values) if values else 0.0
