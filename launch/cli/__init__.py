@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from launch.cli import cluster, dstack, job, scaling, trace
+from launch.cli import cluster, dstack, experiment, job, scaling, trace
 from launch.cli.client import ApiClient, CliError
 from launch.cli.output import error
 
@@ -138,6 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
     dstack.add_parsers(commands, _flag)
     scaling.add_parser(commands, _flag)
     trace.add_parser(commands, _flag)
+    experiment.add_parser(commands, _flag)
     return parser
 
 

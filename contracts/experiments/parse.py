@@ -1,0 +1,211 @@
+"""An experiment file (YAML, `yaml.safe_load`) -> `ExperimentSpec`, every problem reported as
+`<field path>: <what>` in one `ValidationError`; paths are relative to the file's folder.
+
+Bounds keep a file's work bounded: at most 10,000 runs, 32 traces, 32 policies, 100 values
+an axis, 1,000 seeds and a 1 MiB file."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import yaml
+
+from contracts.errors import ValidationError
+from contracts.experiments.fields import (
+    Bad,
+    Node,
+    choice,
+    duration,
+    integer,
+    number,
+    optional,
+    plain,
+    show,
+    text,
+)
+from contracts.experiments.policies import parse_axis, parse_policy
+from contracts.experiments.spec import (
+    COST_METRICS,
+    NAME,
+    NAME_HINT,
+    RUN_PARAMETERS,
+    SLO_METRICS,
+    Axis,
+    ExperimentSpec,
+    Pareto,
+    PolicySpec,
+    TraceSpec,
+)
+from contracts.experiments.traces import parse_trace
+
+MAX_RUNS = 10_000
+MAX_TRACES = 32
+MAX_POLICIES = 32
+MAX_SEEDS = 1000
+MAX_FILE_BYTES = 1024 * 1024
+_SEED = integer(minimum=0, maximum=2**32 - 1)
+
+
+def _start_count(value: Any) -> int | None:
+    """A whole number, or "min": start at the policy's minimum (as a Nomad group does)."""
+    if value == "min":
+        return None
+    try:
+        result: int = integer(minimum=0, maximum=100_000)(value)
+    except Bad:
+        raise Bad(f'expected a whole number >= 0 or "min", got {show(value)}') from None
+    return result
+
+
+_RUN_CHECKS = {
+    "start_delay_s": (duration(), 0.0),
+    "per_alloc_rps": (number(positive=True), 1.0),
+    "start_count": (_start_count, "min"),
+}
+
+
+def load_experiment(path: str) -> ExperimentSpec:
+    """Read and parse the experiment file at `path`."""
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_FILE_BYTES:
+            raise ValidationError(f"{size} bytes, more than the {MAX_FILE_BYTES} allowed")
+        with open(path, encoding="utf-8") as file:
+            content = file.read()
+    except OSError as exc:
+        raise ValidationError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ValidationError(f"not a UTF-8 text file: {exc}") from None
+    try:
+        document = yaml.safe_load(content)
+    except yaml.YAMLError as exc:
+        raise ValidationError(f"not YAML: {' '.join(str(exc).split())}") from None
+    base_dir = os.path.dirname(os.path.abspath(path))
+    default_name = os.path.splitext(os.path.basename(path))[0]
+    return parse_experiment(document, base_dir=base_dir, path=path, default_name=default_name)
+
+
+def parse_experiment(
+    document: Any, *, base_dir: str = ".", path: str = "", default_name: str = "experiment"
+) -> ExperimentSpec:
+    problems: list[str] = []
+    node = Node(document, "", problems)
+    if not node.ok:
+        raise ValidationError(problems)
+    name_check = text(pattern=NAME.fullmatch, hint=NAME_HINT)
+    name = node.get("name", name_check, default_name if NAME.fullmatch(default_name) else None)
+    if name is None and not node.has("name"):
+        node.error("name", "required (the file's name is not a valid name)")
+    description = node.get("description", text(), "")
+    traces = _traces(node, base_dir)
+    policies = _policies(node, base_dir)
+    parameters = _parameters(node)
+    seeds = _seeds(node)
+    interval_s = node.get("interval_s", optional(duration(positive=True)), None)
+    until_s = node.get("until_s", optional(duration(positive=True)), None)
+    pareto = _pareto(node)
+    node.finish()
+    try:
+        echo = plain(document)
+    except Bad as exc:  # a value no field read (every field's own check ran above)
+        problems.append(f"experiment: {exc}")
+    if problems:
+        raise ValidationError(problems)
+    spec = ExperimentSpec(
+        name=name,
+        traces=traces,
+        policies=policies,
+        parameters=parameters,
+        seeds=seeds,
+        interval_s=interval_s,
+        until_s=until_s,
+        pareto=pareto,
+        description=description,
+        path=path,
+        document=echo,
+    )
+    if spec.runs > MAX_RUNS:
+        raise ValidationError(
+            f"experiment: {spec.runs} runs (traces x policy variants x parameters x seeds),"
+            f" more than the {MAX_RUNS} allowed"
+        )
+    return spec
+
+
+def _unique(items: list[Any], what: str, problems: list[str]) -> None:
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        if item.name in seen:
+            problems.append(f"{what}[{i}].name: {item.name!r} is used twice")
+        seen.add(item.name)
+
+
+def _traces(node: Node, base_dir: str) -> tuple[TraceSpec, ...]:
+    items = node.sequence("traces", MAX_TRACES, required=True)
+    parsed = [parse_trace(item, i, base_dir, node.problems) for i, item in enumerate(items)]
+    traces = [t for t in parsed if t is not None]
+    _unique(traces, "traces", node.problems)
+    return tuple(traces)
+
+
+def _policies(node: Node, base_dir: str) -> tuple[PolicySpec, ...]:
+    items = node.sequence("policies", MAX_POLICIES, required=True)
+    parsed = [parse_policy(item, i, base_dir, node.problems) for i, item in enumerate(items)]
+    policies = [p for p in parsed if p is not None]
+    _unique(policies, "policies", node.problems)
+    return tuple(policies)
+
+
+def _parameters(node: Node) -> tuple[Axis, ...]:
+    raw = node.raw("parameters")
+    here = Node({} if raw is None else raw, "parameters", node.problems)
+    axes: list[Axis] = []
+    for name in RUN_PARAMETERS:
+        check, default = _RUN_CHECKS[name]
+        here.seen.add(name)
+        values = here.data.get(name, default)
+        axis = parse_axis(name, values, check, here.at(name), node.problems)
+        axes.append(axis or Axis(name, (check(default),), (str(default),)))
+    for key in here.data:
+        if key not in RUN_PARAMETERS:
+            node.problems.append(
+                f"parameters.{key}: unknown parameter {show(key)}; expected one of"
+                f" {', '.join(RUN_PARAMETERS)} (a policy's own settings are swept under its"
+                " `sweep`)"
+            )
+    return tuple(axes)
+
+
+def _seeds(node: Node) -> tuple[int, ...]:
+    raw = node.raw("seeds")
+    if raw is None:
+        return (0,)
+    if isinstance(raw, list):
+        if not raw:
+            node.error("seeds", "expected at least one seed, got an empty list")
+            return (0,)
+        if len(raw) > MAX_SEEDS:
+            node.error("seeds", f"{len(raw)} seeds, more than the {MAX_SEEDS} allowed")
+            return (0,)
+        seeds = [node.value(f"seeds[{i}]", s, _SEED, 0) for i, s in enumerate(raw)]
+        if len(set(seeds)) != len(seeds):
+            node.error("seeds", f"seeds repeat: {show(raw)}")
+        return tuple(seeds)
+    count: int = node.value("seeds", raw, integer(minimum=1, maximum=MAX_SEEDS), 1)
+    return tuple(range(count))
+
+
+def _pareto(node: Node) -> Pareto:
+    cost_raw = node.raw("cost")
+    cost: Any = "allocation-hours"
+    memory_mb = 1024.0
+    if isinstance(cost_raw, dict):
+        here = Node(cost_raw, "cost", node.problems)
+        cost = here.get("metric", choice(COST_METRICS), cost)
+        memory_mb = here.get("memory_mb", number(positive=True), memory_mb)
+        here.finish()
+    elif cost_raw is not None:
+        cost = node.value("cost", cost_raw, choice(COST_METRICS), cost)
+    slo = node.get("slo", choice(SLO_METRICS), "violation-minutes")
+    return Pareto(cost=cost, memory_mb=memory_mb, slo=slo)

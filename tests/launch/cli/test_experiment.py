@@ -1,0 +1,159 @@
+"""`drover experiment run|report`: the synthetic example run in process (results.csv and .json,
+PNG plots, the table), a local Ray run, `-json`, `report` printing the same table, one-line
+errors naming the field with a non-zero exit, and every example in examples/experiments parsing
+(the ones on the shared traces need ../shared/data/traces)."""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pytest
+import ray
+
+from actors.experiments.core.catalog import validate
+from contracts.experiments import load_experiment
+
+Cli = Callable[..., tuple[int, str, str]]
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLES = ROOT / "examples" / "experiments"
+SYNTHETIC = EXAMPLES / "synthetic-shapes.yaml"
+PNG = b"\x89PNG\r\n\x1a\n"
+SHARED = next(
+    (
+        p
+        for p in (
+            Path(os.environ["DROVER_SHARED_TRACES"])
+            if os.environ.get("DROVER_SHARED_TRACES")
+            else None,
+            ROOT.parent / "shared" / "data" / "traces",
+            Path("/work/shared/data/traces"),
+        )
+        if p is not None and p.is_dir()
+    ),
+    None,
+)
+
+TINY = """
+name: tiny
+traces:
+  - {name: step, synthetic: step, base: 5, peak: 30, at_s: 5m, duration_s: 20m}
+policies:
+  - {name: tv, kind: target-value, cooldown: 1m}
+  - {name: ka, kind: keep-alive, keep_alive: 2m}
+parameters: {per_alloc_rps: 10, start_delay_s: [0, 20]}
+seeds: 2
+"""
+
+
+def table_of(out: str) -> str:
+    """The table part of `run`'s or `report`'s output (without the closing line)."""
+    return out.split("\n\n")[0]
+
+
+def test_run_the_synthetic_example_then_report(cli: Cli, tmp_path: Path) -> None:
+    output = tmp_path / "results"
+    code, out, err = cli("experiment", "run", str(SYNTHETIC), "-output", str(output), "-no-ray")
+    assert code == 0, err
+    names = sorted(p.name for p in output.iterdir())
+    assert names == [
+        "demand_capacity_diurnal.png",
+        "demand_capacity_spike.png",
+        "demand_capacity_step.png",
+        "pareto.png",
+        "results.csv",
+        "results.json",
+    ]
+    assert all((output / n).read_bytes()[:8] == PNG for n in names if n.endswith(".png"))
+    with open(output / "results.csv", newline="") as file:
+        rows = list(csv.DictReader(file))
+    assert len(rows) == 60  # 3 traces x 5 policy variants x 2 start delays x 2 seeds
+    assert {r["policy"] for r in rows} == {"target-value", "threshold", "hpa", "dstack"}
+    assert {r["scale_up_delay"] for r in rows} == {"", "0", "5m"}
+    assert float(rows[0]["allocation_hours"]) > 0
+    lines = out.splitlines()
+    assert lines[0].split()[:5] == ["Trace", "Policy", "start_delay_s", "scale_up_delay", "Runs"]
+    assert lines[1].split()[:5] == ["step", "target-value", "0", "-", "2"]
+    assert out.rstrip().endswith("pareto.png")
+    (output / "pareto.png").unlink()
+    code, again, err = cli("experiment", "report", str(output))
+    assert code == 0, err
+    assert table_of(again) == table_of(out)
+    assert (output / "pareto.png").read_bytes()[:8] == PNG  # redrawn
+
+
+def test_run_on_a_local_ray_with_json(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "tiny.yaml"
+    path.write_text(TINY)
+    if ray.is_initialized():  # the command starts its own local Ray
+        ray.shutdown()
+    code, out, err = cli(
+        "experiment", "run", str(path), "-output", str(tmp_path / "out"), "-parallel", "2", "-json"
+    )
+    assert code == 0, err
+    assert not ray.is_initialized()  # the Ray it started is gone
+    doc = orjson.loads(out)
+    assert doc["Name"] == "tiny" and len(doc["Rows"]) == 8
+    assert doc["Files"] == ["results.csv", "results.json", "demand_capacity_step.png", "pareto.png"]
+    code, sequential, err = cli(
+        "experiment", "run", str(path), "-output", str(tmp_path / "seq"), "-no-ray", "-json"
+    )
+    assert code == 0, err
+    assert orjson.loads(sequential)["Rows"] == doc["Rows"]
+    assert (tmp_path / "out" / "results.csv").read_bytes() == (
+        tmp_path / "seq" / "results.csv"
+    ).read_bytes()
+
+
+def test_a_bad_file_is_one_line_naming_the_field(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(TINY.replace("kind: keep-alive", "kind: keepalive"))
+    code, out, err = cli("experiment", "run", str(path), "-no-ray")
+    assert code == 1 and out == ""
+    assert err == (
+        f"drover: {path}: policies[1].kind: 'keepalive' is not one of target-value, threshold,"
+        " hpa, dstack, keep-alive, hybrid-histogram, nomad, policy-file, python\n"
+    )
+    path.write_text(TINY + "seeds: [1, 2\n")
+    code, _, err = cli("experiment", "run", str(path), "-no-ray")
+    assert code == 1 and err.count("\n") == 1 and err.startswith(f"drover: {path}: not YAML: ")
+    code, _, err = cli("experiment", "run", str(tmp_path / "none.yaml"), "-no-ray")
+    assert code == 1 and err.startswith(f"drover: {tmp_path}/none.yaml: cannot read")
+    (tmp_path / "load.csv").write_text("timestamp,value\n0,1\n60,lots\n")
+    path.write_text(
+        TINY.replace(
+            "{name: step, synthetic: step, base: 5, peak: 30, at_s: 5m, duration_s: 20m}",
+            "{name: load, file: load.csv}",
+        )
+    )
+    code, _, err = cli("experiment", "run", str(path), "-no-ray")
+    assert (code, err) == (
+        1,
+        f"drover: {path}: traces[0] (load): '{tmp_path}/load.csv' line 3: value 'lots' is not a"
+        " number >= 0\n",
+    )
+    path.write_text(TINY)
+    code, _, err = cli("experiment", "run", str(path), "-parallel", "0")
+    assert (code, err) == (1, "drover: -parallel: expected a number of CPUs >= 1, got 0\n")
+    code, _, err = cli("experiment", "report", str(tmp_path))
+    assert (code, err) == (1, f"drover: no results.json in {tmp_path}: run the experiment first\n")
+
+
+def test_every_example_parses() -> None:
+    """The examples on the shared traces need ../shared/data/traces (see its SOURCES.md)."""
+    files = sorted(EXAMPLES.glob("*.yaml"))
+    assert len(files) >= 3
+    synthetic = load_experiment(str(SYNTHETIC))
+    validate(synthetic.policies, 10)
+    if SHARED is None:
+        message = "the shared traces are missing: ../shared/data/traces beside the checkout"
+        if os.environ.get("CI") == "true":  # the repo's rule: CI runs what the README promises
+            pytest.fail(message)
+        pytest.skip(message)
+    for path in files:
+        spec = load_experiment(str(path))
+        validate(spec.policies, spec.parameter("per_alloc_rps").values[0])
+        assert spec.runs <= 100, f"{path.name}: keep the examples quick"
