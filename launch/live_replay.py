@@ -177,6 +177,7 @@ def run_replays(
                         progress(name, done)
 
                 results.append(replay_once(api, replay, job_id, Path(work), tick))
+                tick(1.0)
         return results
 
     if address is not None:

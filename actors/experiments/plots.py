@@ -1,12 +1,13 @@
 """The experiment's plots, as PNG files drawn with matplotlib's Agg canvas (no display, no
 pyplot state): per trace, demand against each policy's capacity over time; and the Pareto
-front of cost against SLO violations, one panel per trace, every run a point."""
+front of cost against SLO violations, one panel per trace, every run a point; and for a live
+replay, each replay's live count trajectory over the simulated one."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -196,4 +197,47 @@ def pareto(results: Results) -> Figure:
     figure.legend(
         handles, labels, loc="outside lower center", ncols=min(4, len(labels)), fontsize=8
     )
+    return figure
+
+
+def draw_live(doc: Mapping[str, Any], directory: str) -> list[str]:
+    """live_counts.png of a live.json document (launch/live_experiment.py); its path."""
+    if not doc.get("rows"):
+        return []
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "live_counts.png")
+    _save(live_counts(doc), path)
+    return [path]
+
+
+def live_counts(doc: Mapping[str, Any]) -> Figure:
+    """Per replay, the live count trajectory over the simulated one, in trace time."""
+    rows = list(doc["rows"])[:MAX_PARETO_PANELS]
+    cols = min(2, len(rows))
+    n = (len(rows) + cols - 1) // cols
+    figure = Figure(figsize=(6 * cols, 3 * n + 0.8), layout="constrained")
+    axes = figure.subplots(n, cols, squeeze=False).ravel()
+    for ax, row in zip(axes, rows, strict=False):
+        until = float(row["until_s"])
+        unit, unit_name = _time_axis(until)
+        for key, colour in (("simulated", "#1f77b4"), ("live", "#d62728")):
+            points = [(float(t), float(c)) for t, c in row[key]]
+            xs = [t / unit for t, _ in points] + [until / unit]
+            ys = [c for _, c in points] + [points[-1][1]]
+            ax.step(xs, ys, where="post", color=colour, linewidth=1.4, label=key)
+        ax.set_title(
+            f"{row['replay']}: mean |error| {row['mean_abs_count_error']},"
+            f" alloc-hours {float(row['allocation_hours_error']):+.1%}",
+            fontsize=9,
+        )
+        ax.set_xlabel(unit_name)
+        ax.set_ylabel("allocations")
+        ax.set_xlim(0, until / unit)
+        ax.set_ylim(bottom=0)
+    for ax in axes[len(rows) :]:
+        ax.set_visible(False)
+    factor = rows[0].get("time_factor", "?")
+    figure.suptitle(f"{doc.get('name', '')}: live count against simulated ({factor}x real time)")
+    handles, labels = axes[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="outside lower center", ncols=2, fontsize=8)
     return figure

@@ -22,6 +22,9 @@ traces x parameters x seeds, as typed records.
     seeds: 2
     cost: allocation-hours        # or {metric: idle-memory, memory_mb: 2048}
     slo: violation-minutes        # or cold-start-share, violated-requests
+    live:                         # `drover experiment run -live`: through a running drover
+      time_factor: 30             # 30 simulated seconds a real second
+      until_s: 15m                # the first 15 simulated minutes of each trace
 
 Problems raise `contracts.errors.ValidationError`, each naming the field path and the value
 (`policies[2].kind: 'foo' is not one of target-value, ...`).
@@ -40,6 +43,7 @@ from contracts.experiments.spec import (
     HpaSettings,
     HybridSettings,
     KeepAliveSettings,
+    LiveSettings,
     NomadSettings,
     Pareto,
     PolicyFileSettings,
@@ -69,6 +73,7 @@ __all__ = [
     "HpaSettings",
     "HybridSettings",
     "KeepAliveSettings",
+    "LiveSettings",
     "NomadSettings",
     "Pareto",
     "PolicyFileSettings",

@@ -33,6 +33,7 @@ from contracts.experiments.spec import (
     SLO_METRICS,
     Axis,
     ExperimentSpec,
+    LiveSettings,
     Pareto,
     PolicySpec,
     TraceSpec,
@@ -105,6 +106,7 @@ def parse_experiment(
     interval_s = node.get("interval_s", optional(duration(positive=True)), None)
     until_s = node.get("until_s", optional(duration(positive=True)), None)
     pareto = _pareto(node)
+    live = _live(node)
     node.finish()
     try:
         echo = plain(document)
@@ -121,6 +123,7 @@ def parse_experiment(
         interval_s=interval_s,
         until_s=until_s,
         pareto=pareto,
+        live=live,
         description=description,
         path=path,
         document=echo,
@@ -209,3 +212,21 @@ def _pareto(node: Node) -> Pareto:
         cost = node.value("cost", cost_raw, choice(COST_METRICS), cost)
     slo = node.get("slo", choice(SLO_METRICS), "violation-minutes")
     return Pareto(cost=cost, memory_mb=memory_mb, slo=slo)
+
+
+def _live(node: Node) -> LiveSettings:
+    raw = node.raw("live")
+    if raw is None:
+        return LiveSettings()
+    here = Node(raw, "live", node.problems)
+    if not here.ok:
+        return LiveSettings()
+    default = LiveSettings()
+    settings = LiveSettings(
+        time_factor=here.get("time_factor", number(positive=True), default.time_factor),
+        until_s=here.get("until_s", optional(duration(positive=True)), default.until_s),
+        alloc_mhz=here.get("alloc_mhz", integer(minimum=1, maximum=1_000_000), default.alloc_mhz),
+        max_real_s=here.get("max_real_s", duration(positive=True), default.max_real_s),
+    )
+    here.finish()
+    return settings

@@ -355,6 +355,19 @@ class Pareto:
     slo: SloMetric = "violation-minutes"
 
 
+@dataclass(frozen=True, slots=True)
+class LiveSettings:
+    """`drover experiment run -live`: every duration of the trace and the policy divided by
+    `time_factor`, the first `until_s` simulated seconds of each trace (default: all of it,
+    or the experiment's `until_s`), an allocation of `alloc_mhz` serving `per_alloc_rps`;
+    refused when the replays would take more than `max_real_s` of real time in all."""
+
+    time_factor: float = 30.0
+    until_s: float | None = None
+    alloc_mhz: int = 100
+    max_real_s: float = 3600.0
+
+
 # The run parameters, in the order of every table: grid axes of every policy.
 RUN_PARAMETERS = ("start_delay_s", "per_alloc_rps", "start_count")
 
@@ -369,6 +382,7 @@ class ExperimentSpec:
     interval_s: float | None = None  # None: each policy's own evaluation interval
     until_s: float | None = None  # None: each trace's span
     pareto: Pareto = Pareto()
+    live: LiveSettings = LiveSettings()
     description: str = ""
     path: str = ""
     document: Mapping[str, Any] = field(default_factory=dict)  # the file as loaded

@@ -6,13 +6,20 @@ runs), no running drover needed.
 Ray of `-parallel` CPUs, or the cluster at `-ray-address`; `-no-ray` runs in this process), and
 writes results.csv, results.json and the plots into `-output`; it prints the table (means over
 seeds) or, with `-json`, the rows. `report` prints a results folder's table again and redraws
-its plots."""
+its plots.
+
+`run -live` replays the experiment's traces through a running drover instead (the one at
+`-address`, or one started here on a simulated fleet), time compressed, and writes the live
+count trajectories against the simulated ones (launch/live_experiment.py): live.csv,
+live.json and live_counts.png."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from actors.experiments import plots
@@ -28,7 +35,9 @@ from actors.experiments.runner import (
     run_sequential,
 )
 from contracts.errors import ValidationError
-from contracts.experiments import ExperimentSpec, load_experiment
+from contracts.experiments import ExperimentSpec, LiveSettings, load_experiment
+from contracts.experiments.fields import Bad, duration
+from launch import live_experiment
 from launch.cli.client import CliError
 from launch.cli.output import print_json, table
 
@@ -62,6 +71,68 @@ def _executor(args: argparse.Namespace) -> Executor:
     return on_ray
 
 
+def _live_settings(args: argparse.Namespace, spec: ExperimentSpec) -> LiveSettings:
+    live = spec.live
+    if args.time_factor is not None:
+        if not args.time_factor > 0:
+            raise CliError(f"-time-factor: expected a number > 0, got {args.time_factor}")
+        live = replace(live, time_factor=args.time_factor)
+    if args.until is not None:
+        try:
+            live = replace(live, until_s=duration(positive=True)(args.until))
+        except Bad as exc:
+            raise CliError(f"-until: {exc}") from None
+    return live
+
+
+def _print_live(doc: dict[str, Any], as_json: bool, directory: str, files: list[str]) -> None:
+    if as_json:
+        print_json({**doc, "Output": directory, "Files": [os.path.basename(f) for f in files]})
+        return
+    headers, rows = live_experiment.summary(doc)
+    print(table(headers, rows))
+    for reason in doc["skipped"]:
+        print(f"skipped {reason}")
+    names = ", ".join(os.path.basename(f) for f in files)
+    print(f"\n{len(doc['rows'])} live replays; results in {directory}: {names}")
+
+
+def run_live(args: argparse.Namespace, spec: ExperimentSpec) -> int:
+    try:
+        plan = live_experiment.plan(spec, _live_settings(args, spec))
+    except ValidationError as exc:
+        raise CliError(f"{args.file}: {exc}") from None
+    directory = args.output or os.path.join(DEFAULT_OUTPUT, spec.name)
+    where = args.address or os.environ.get("DROVER_ADDR") or "a drover started here"
+    print(
+        f"live: {len(plan.replays)} replays on {where}, about {plan.real_seconds:.0f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    with progress_bar(len(plan.replays), f"{spec.name} (live)", enabled=not args.json) as bar:
+        done: dict[str, float] = {}
+
+        def progress(name: str, fraction: float) -> None:
+            if fraction >= 1.0 and name not in done:
+                done[name] = fraction
+                bar(1)
+
+        results = live_experiment.run(
+            plan,
+            address=args.address or os.environ.get("DROVER_ADDR"),
+            token=args.token,
+            progress=progress,
+        )
+    doc = live_experiment.document(spec, plan, results)
+    try:
+        files = live_experiment.write(doc, directory)
+        files += plots.draw_live(doc, directory)
+    except OSError as exc:
+        raise CliError(f"-output {directory}: {exc.strerror or exc}") from None
+    _print_live(doc, args.json, directory, files)
+    return 0
+
+
 def _print(results: Results, as_json: bool, directory: str, files: list[str]) -> None:
     if as_json:
         print_json(
@@ -81,6 +152,8 @@ def _print(results: Results, as_json: bool, directory: str, files: list[str]) ->
 
 def run(args: argparse.Namespace) -> int:
     spec = _load(args.file)
+    if args.live:
+        return run_live(args, spec)
     execute = _executor(args)
     runs = expand(spec)
     directory = args.output or os.path.join(DEFAULT_OUTPUT, spec.name)
@@ -107,15 +180,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def report(args: argparse.Namespace) -> int:
+    """The simulated results' table and plots, then the live replays' (whichever the folder
+    holds; at least one)."""
     try:
-        results = results_io.read(args.directory)
+        live = live_experiment.read(args.directory)
+        has_sim = live is None or os.path.exists(os.path.join(args.directory, "results.json"))
+        results = results_io.read(args.directory) if has_sim else None
     except ValidationError as exc:
         raise CliError(str(exc)) from None
     try:
-        files = plots.draw_all(results, args.directory)
+        if results is not None:
+            _print(results, args.json, args.directory, plots.draw_all(results, args.directory))
+        if live is not None:
+            files = plots.draw_live(live, args.directory)
+            _print_live(live, args.json, args.directory, files)
     except OSError as exc:
         raise CliError(f"{args.directory}: {exc.strerror or exc}") from None
-    _print(results, args.json, args.directory, files)
     return 0
 
 
@@ -130,6 +210,14 @@ def add_parser(commands: Any, flag: Any) -> None:
     flag(p, "-parallel", type=int, default=None, help="CPUs of the local Ray (default: all)")
     flag(p, "-no-ray", action="store_true", help="run in this process, one run after another")
     flag(p, "-json", action="store_true", help="print the rows as JSON")
+    flag(
+        p,
+        "-live",
+        action="store_true",
+        help="replay through a running drover (-address, default: one started here)",
+    )
+    flag(p, "-time-factor", type=float, default=None, help="-live: simulated s per real s")
+    flag(p, "-until", default=None, help="-live: replay this much of each trace (e.g. 15m)")
     p.set_defaults(handler=run, needs_client=False)
     p = sub.add_parser("report", help="print a results folder's table and redraw its plots")
     p.add_argument("directory", help="the folder `experiment run` wrote")

@@ -11,11 +11,15 @@ the simulator's `utilisation` (demand / capacity x 100) is the live `avg_cpu-all
 
 Only policies run by the autoscaler's own handler (Nomad's strategies, drover's behavior
 block) can be replayed live, on the utilisation metrics: `rps` and `rps_per_alloc` have no
-live counterpart. A zero duration is "the default" to the policy parser, so a policy without a
-cooldown (the HPA-like one) gets the shortest positive one, a millisecond."""
+live counterpart. A threshold check's `within_bounds_trigger` counts points of its window:
+the simulator's window holds one an evaluation interval, the live one an agent sample a real
+second, so the live trigger asks for the same share of its window's points. A zero duration
+is "the default" to the policy parser, so a policy without a cooldown (the HPA-like one) gets
+the shortest positive one, a millisecond."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +43,7 @@ LIVE_QUERIES: dict[str, str] = {
 MIN_DURATION_S = 0.001
 # The agents sample usage once a (real) second: a window must hold a few samples.
 MIN_REAL_WINDOW_S = 2.0
+LIVE_SAMPLES_PER_S = 1.0
 MAX_TRACE_POINTS = 200_000
 
 
@@ -81,7 +86,14 @@ def _go(seconds: float) -> str:
     return f"{max(seconds, MIN_DURATION_S) * 1000:.3f}ms"
 
 
-def _strategy(check: Check) -> dict[str, Any]:
+def _trigger(trigger: int, sim_points: float, live_points: float) -> int:
+    """A threshold's `within_bounds_trigger` (a number of the window's points) for the live
+    window: the same share of its points. The simulator's window holds an evaluation sample
+    an interval, the live one an agent sample a real second, whatever the time factor."""
+    return max(1, math.ceil(trigger * live_points / max(sim_points, 1.0) - 1e-9))
+
+
+def _strategy(check: Check, sim_points: float, live_points: float) -> dict[str, Any]:
     config = check.strategy.config
     settings: dict[str, Any]
     if isinstance(config, TargetValueConfig):
@@ -91,7 +103,8 @@ def _strategy(check: Check) -> dict[str, Any]:
         if config.max_scale_down is not None:
             settings["max_scale_down"] = config.max_scale_down
     elif isinstance(config, ThresholdConfig):
-        settings = {"within_bounds_trigger": config.within_bounds_trigger}
+        trigger = _trigger(config.within_bounds_trigger, sim_points, live_points)
+        settings = {"within_bounds_trigger": trigger}
         for key in ("lower_bound", "upper_bound", "delta", "percentage", "value"):
             value = getattr(config, key)
             if value is not None:
@@ -109,8 +122,15 @@ def _strategy(check: Check) -> dict[str, Any]:
     return {check.strategy.name: settings}
 
 
-def _check(check: Check, factor: float, where: str) -> dict[str, Any]:
-    body: dict[str, Any] = {"source": "drover", "strategy": [_strategy(check)]}
+def _check(check: Check, factor: float, interval_s: float, where: str) -> dict[str, Any]:
+    window = max(check.query_window_s / factor, MIN_REAL_WINDOW_S)
+    if check.query_instant:
+        sim_points, live_points = 1.0, 1.0
+    else:
+        sim_points = math.floor(check.query_window_s / interval_s + 1e-9)
+        live_points = math.floor(window * LIVE_SAMPLES_PER_S + 1e-9)
+    strategy = _strategy(check, sim_points, live_points)
+    body: dict[str, Any] = {"source": "drover", "strategy": [strategy]}
     if check.strategy.name != "fixed-value":
         query = LIVE_QUERIES.get(check.query)
         if query is None:
@@ -120,11 +140,7 @@ def _check(check: Check, factor: float, where: str) -> dict[str, Any]:
                 f"(live replays read one of: {known})"
             )
         body["query"] = query
-        if check.query_instant:
-            body["query_window"] = "instant"
-        else:
-            window = max(check.query_window_s / factor, MIN_REAL_WINDOW_S)
-            body["query_window"] = _go(window)
+        body["query_window"] = "instant" if check.query_instant else _go(window)
         if check.query_window_offset_s:
             body["query_window_offset"] = _go(check.query_window_offset_s / factor)
     if check.group:
@@ -154,7 +170,9 @@ def compressed_policy(policy: Policy, factor: float, where: str = "policy") -> d
         "cooldown": _go(policy.cooldown_s / factor),
         "cooldown_on_scale_up": _go(policy.cooldown_on_scale_up_s / factor),
         "on_check_error": policy.on_check_error.value,
-        "check": [_check(check, factor, where) for check in policy.checks],
+        "check": [
+            _check(check, factor, policy.evaluation_interval_s, where) for check in policy.checks
+        ],
     }
     if policy.dry_run:
         body["dry_run"] = True

@@ -20,6 +20,7 @@ from contracts.experiments import (
     HpaSettings,
     HybridSettings,
     KeepAliveSettings,
+    LiveSettings,
     NomadSettings,
     PolicyFileSettings,
     PythonSettings,
@@ -275,6 +276,11 @@ def mutate(path: str, value: Any) -> dict[str, Any]:
         (mutate("slo", "p99"), "slo: 'p99' is not one of violation-minutes"),
         (mutate("until_s", "forever"), "until_s: expected seconds or a duration"),
         (mutate("colour", "red"), "colour: unknown field 'colour'"),
+        (mutate("live", {"time_factor": 0}), "live.time_factor: expected a number > 0, got 0"),
+        (mutate("live", {"until_s": "soon"}), "live.until_s: expected seconds or a duration"),
+        (mutate("live", {"alloc_mhz": 0}), "live.alloc_mhz: expected a whole number >= 1"),
+        (mutate("live", {"factor": 30}), "live.factor: unknown field 'factor'"),
+        (mutate("live", 30), "live: expected a mapping, got 30"),
         (mutate("traces", []), "traces: expected at least one item, got an empty list"),
         (mutate("policies", {"tv": {}}), "policies: expected a list, got {'tv': {}}"),
     ],
@@ -282,6 +288,14 @@ def mutate(path: str, value: Any) -> dict[str, Any]:
 def test_errors_name_the_field_and_value(doc: dict[str, Any], expected: str) -> None:
     problems = problems_of(doc)
     assert any(p.startswith(expected) for p in problems), problems
+
+
+def test_the_live_block() -> None:
+    spec = parse_experiment(base())
+    assert spec.live == LiveSettings(time_factor=30.0, until_s=None, alloc_mhz=100)
+    doc = base(live={"time_factor": 60, "until_s": "15m", "alloc_mhz": 250, "max_real_s": "2h"})
+    live = parse_experiment(doc).live
+    assert live == LiveSettings(time_factor=60.0, until_s=900.0, alloc_mhz=250, max_real_s=7200.0)
 
 
 def test_problems_are_reported_together() -> None:

@@ -157,3 +157,66 @@ def test_every_example_parses() -> None:
         spec = load_experiment(str(path))
         validate(spec.policies, spec.parameter("per_alloc_rps").values[0])
         assert spec.runs <= 100, f"{path.name}: keep the examples quick"
+
+
+LIVE = """
+name: live-step
+traces:
+  - {name: step, synthetic: step, base: 10, peak: 40, at_s: 200, duration_s: 1h}
+policies:
+  - {name: tv, kind: target-value, target: 70, cooldown: 1m}
+  - {name: ka, kind: keep-alive, keep_alive: 2m}
+parameters: {per_alloc_rps: 10, start_count: 2}
+live: {time_factor: 30, until_s: 1h}
+"""
+
+
+def test_run_live_through_a_drover_started_for_it_then_report(cli: Cli, tmp_path: Path) -> None:
+    """`-live` replays the step (10 -> 40 requests/s at 200 s) through a drover it starts:
+    10 simulated minutes (`-until`) at 60x (`-time-factor`, over the file's 30x)."""
+    path = tmp_path / "live.yaml"
+    path.write_text(LIVE)
+    output = tmp_path / "out"
+    code, out, err = cli(
+        "experiment", "run", "-live", str(path), "-output", str(output),
+        "-time-factor", "60", "-until", "10m",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "live: 1 replays on a drover started here, about 10 s" in err
+    assert sorted(p.name for p in output.iterdir()) == ["live.csv", "live.json", "live_counts.png"]
+    doc = orjson.loads((output / "live.json").read_bytes())
+    (row,) = doc["rows"]
+    assert row["replay"] == "step/tv" and row["time_factor"] == 60 and row["until_s"] == 600
+    # 10 rps on 2 allocations holds; 40 rps -> ceil(2 * (200 / 70)) = 6
+    assert [c for _, c in row["simulated"]] == [2, 6]
+    assert [c for _, c in row["live"]] == [2, 6], row["live"]
+    assert row["time_share_differing"] < 0.2 and abs(row["allocation_hours_error"]) < 0.15
+    assert doc["skipped"] == ["step/ka: a keep-alive policy runs in the simulator only"]
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["Replay", "Mean", "|count"]
+    assert lines[1].startswith("step/tv ")
+    assert "skipped step/ka: a keep-alive policy runs in the simulator only" in lines
+    (output / "live_counts.png").unlink()
+    code, again, err = cli("experiment", "report", str(output))
+    assert code == 0, err
+    assert table_of(again) == table_of(out)  # a folder of live results only: their table
+    assert again.rstrip().endswith("live_counts.png")
+    assert (output / "live_counts.png").read_bytes()[:8] == PNG
+
+
+def test_live_refuses_what_it_cannot_replay(cli: Cli, tmp_path: Path) -> None:
+    path = tmp_path / "live.yaml"
+    path.write_text(
+        LIVE.replace("  - {name: tv, kind: target-value, target: 70, cooldown: 1m}\n", "")
+    )
+    code, out, err = cli("experiment", "run", "-live", str(path))
+    assert code == 1 and out == ""
+    assert err == (
+        f"drover: {path}: no policy of this experiment can be replayed live"
+        " (step/ka: a keep-alive policy runs in the simulator only)\n"
+    )
+    path.write_text(LIVE)
+    code, _, err = cli("experiment", "run", "-live", str(path), "-time-factor", "0.5")
+    assert code == 1 and "would take 7200 s of real time, more than live.max_real_s" in err
+    code, _, err = cli("experiment", "run", "-live", str(path), "-until", "soon")
+    assert code == 1 and err.startswith("drover: -until: expected seconds or a duration")

@@ -49,6 +49,32 @@ def test_a_zero_cooldown_stays_near_zero_and_a_window_keeps_two_agent_samples() 
     assert live.checks[0].query_window_s == 2.0  # 60 s / 100 is below the agents' sampling
 
 
+@pytest.mark.parametrize(
+    ("window", "factor", "trigger", "live_trigger", "live_window"),
+    [
+        ("1m", 30, 5, 2, 2.0),  # 6 sim points, 2 live: 5 of 6 -> 2 of 2
+        ("1m", 6, 5, 9, 10.0),  # 6 sim points, 10 live: 5 of 6 -> 9 of 10
+        ("2m", 10, 3, 3, 12.0),  # 12 and 12
+        ("1m", 100, 1, 1, 2.0),  # never below one
+    ],
+)
+def test_a_thresholds_trigger_asks_for_the_same_share_of_the_live_windows_points(
+    window: str, factor: float, trigger: int, live_trigger: int, live_window: float
+) -> None:
+    body = nomad_policy_dict(
+        query="utilisation",
+        strategy="threshold",
+        settings={"lower_bound": 80, "delta": 1, "within_bounds_trigger": trigger},
+        interval="10s",
+    )
+    body["check"][0]["sim"]["query_window"] = window  # type: ignore[index]
+    policy = parse_group_policy(body, min=1, max=10, where="x")
+    live = parse_group_policy(compressed_policy(policy, factor), min=1, max=10, where="live")
+    (check,) = live.checks
+    assert check.query_window_s == pytest.approx(live_window)
+    assert check.strategy.config.within_bounds_trigger == live_trigger  # type: ignore[union-attr]
+
+
 def test_queries_without_a_live_counterpart_are_refused_naming_the_check() -> None:
     body = nomad_policy_dict(query="rps_per_alloc", strategy="target-value", settings={"target": 5})
     policy = parse_group_policy(body, min=1, max=10, where="x")
