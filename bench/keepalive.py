@@ -22,10 +22,7 @@ else /work/shared/data/traces (the order tests/contracts/traces/test_requests.py
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import os
-import tarfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -37,6 +34,7 @@ import orjson
 from actors.experiments.core.faas import KeepAlive, TraceService, simulate_faas
 from actors.experiments.core.hybrid import HybridKeepAlive, IdleHistogram
 from contracts.traces.requests import GENAI, read_requests
+from contracts.traces.samples import read_samples
 
 TRACE = "alibaba-gentd26/lora_request_trace.csv"
 LATENCIES = "alibaba-gentd26/basemodel_update_latency_anon.tar.gz"
@@ -57,13 +55,7 @@ def shared_traces() -> Path:
 
 def load_latencies_s(path: Path) -> list[float]:
     """The base-model load latencies of the tarred CSV (`value`, in ms), in seconds."""
-    with tarfile.open(path, "r:gz") as archive:
-        member = next(m for m in archive.getmembers() if m.name.endswith(".csv"))
-        file = archive.extractfile(member)
-        if file is None:
-            raise ValueError(f"{path}: {member.name} is not a file")
-        rows = csv.DictReader(io.TextIOWrapper(file, encoding="utf-8"))
-        return [float(row["value"]) / 1000.0 for row in rows if row.get("value")]
+    return read_samples(str(path), column="value", unit="ms")
 
 
 @dataclass(frozen=True, slots=True)

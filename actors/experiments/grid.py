@@ -8,7 +8,14 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from contracts.experiments import ExperimentSpec, PolicySettings, PolicySpec, TraceSpec
+from contracts.experiments import (
+    ClusterSettings,
+    DelaySamples,
+    ExperimentSpec,
+    PolicySettings,
+    PolicySpec,
+    TraceSpec,
+)
 
 # Points of each run's demand/capacity trajectory kept for the plots: at most 2,000 a run and
 # about a million in all, so that results.json stays a few tens of MB at the largest grid.
@@ -25,7 +32,7 @@ class RunSpec:
     settings: PolicySettings  # the policy's settings at this point of its sweep
     sweep: tuple[tuple[str, str], ...]  # (axis, label) of the policy's own axes
     parameters: tuple[tuple[str, str], ...]  # (axis, label) of the run parameters
-    start_delay_s: float
+    start_delay_s: float | DelaySamples  # seconds, or a distribution to draw from
     per_alloc_rps: float
     start_count: int | None  # None: the policy's minimum
     seed: int
@@ -33,6 +40,8 @@ class RunSpec:
     until_s: float | None
     points: int  # the trajectory's bound
     memory_mb: float
+    queue_slo_wait_s: float | None = None  # None: the excess is lost, not queued
+    cluster: ClusterSettings | None = None  # None: room for every allocation
 
 
 def trajectory_points(runs: int) -> int:
@@ -41,6 +50,7 @@ def trajectory_points(runs: int) -> int:
 
 def expand(spec: ExperimentSpec) -> list[RunSpec]:
     points = trajectory_points(spec.runs)
+    queue = None if spec.queue is None else spec.queue.slo_wait_s
     axes = spec.parameters
     combos = list(itertools.product(*(range(len(a.values)) for a in axes)))
     runs: list[RunSpec] = []
@@ -59,7 +69,7 @@ def expand(spec: ExperimentSpec) -> list[RunSpec]:
                                 settings=settings,
                                 sweep=sweep,
                                 parameters=labels,
-                                start_delay_s=float(chosen["start_delay_s"]),
+                                start_delay_s=_delay(chosen["start_delay_s"]),
                                 per_alloc_rps=float(chosen["per_alloc_rps"]),
                                 start_count=chosen["start_count"],
                                 seed=seed,
@@ -67,9 +77,15 @@ def expand(spec: ExperimentSpec) -> list[RunSpec]:
                                 until_s=spec.until_s,
                                 points=points,
                                 memory_mb=spec.pareto.memory_mb,
+                                queue_slo_wait_s=queue,
+                                cluster=spec.cluster,
                             )
                         )
     return runs
+
+
+def _delay(value: float | DelaySamples) -> float | DelaySamples:
+    return value if isinstance(value, DelaySamples) else float(value)
 
 
 def sweep_columns(spec: ExperimentSpec) -> list[str]:

@@ -34,6 +34,7 @@ COLOURS = (
 COST_TITLE = {
     "allocation-hours": "cost: allocation-hours",
     "idle-memory": "cost: idle memory (GB-hours)",
+    "node-hours": "cost: node-hours",
 }
 SLO_TITLE = {
     "violation-minutes": "SLO violation (minutes with unserved demand)",

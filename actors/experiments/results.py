@@ -40,7 +40,16 @@ METRICS = (
     "scaling_actions",
     "reversals",
 )
-COST_COLUMN = {"allocation-hours": "allocation_hours", "idle-memory": "idle_memory_gb_hours"}
+# Metrics of runs with a `queue:` or a `cluster:` only (every run of such an experiment has
+# them).
+QUEUE_METRICS = ("mean_wait_s", "max_backlog")
+CLUSTER_METRICS = ("node_hours", "peak_nodes", "blocked_allocation_hours")
+OPTIONAL_METRICS = (*CLUSTER_METRICS, *QUEUE_METRICS)
+COST_COLUMN = {
+    "allocation-hours": "allocation_hours",
+    "idle-memory": "idle_memory_gb_hours",
+    "node-hours": "node_hours",
+}
 SLO_COLUMN = {
     "violation-minutes": "slo_violation_min",
     "cold-start-share": "cold_start_share",
@@ -99,6 +108,7 @@ class Results:
             *self.sweep_columns,
             "seed",
             *METRICS,
+            *(m for m in OPTIONAL_METRICS if self.records and m in self.records[0].metrics),
         ]
 
 
@@ -222,7 +232,7 @@ def _from_json(doc: Mapping[str, Any]) -> Results:
                 seed=int(row["seed"]),
                 parameters=tuple((p, str(row[p])) for p in RUN_PARAMETERS),
                 sweep=tuple((c, str(row[c])) for c in sweep_columns if row.get(c, "") != ""),
-                metrics={m: row[m] for m in METRICS},
+                metrics={m: row[m] for m in (*METRICS, *OPTIONAL_METRICS) if m in row},
                 trajectory=trajectories.get(index, Trajectory()),
             )
         )
@@ -264,6 +274,11 @@ def summary(results: Results) -> tuple[list[str], list[list[str]]]:
         shown.append(("Idle-GBh", "idle_memory_gb_hours", "{:.2f}"))
     if results.pareto.slo == "cold-start-share":
         shown.append(("Cold-%", "cold_start_share", "{:.2%}"))
+    if results.records and "node_hours" in results.records[0].metrics:
+        shown.append(("Node-h", "node_hours", "{:.2f}"))
+        shown.append(("Blocked-h", "blocked_allocation_hours", "{:.2f}"))
+    if results.records and "mean_wait_s" in results.records[0].metrics:
+        shown.append(("Wait-s", "mean_wait_s", "{:.3f}"))
     groups: dict[tuple[str, ...], list[RunRecord]] = {}
     for record in results.records:
         labels = record.labels()

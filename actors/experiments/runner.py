@@ -15,12 +15,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from actors.experiments.core.capacity import Segment
+from actors.experiments.core.capacity import CapacityModel, QueueModel, Segment
 from actors.experiments.core.catalog import build
+from actors.experiments.core.cluster import ClusterModel, NodePool
 from actors.experiments.core.simulator import simulate
 from actors.experiments.grid import RunSpec
 from actors.experiments.results import RunRecord, Trajectory, rounded
-from actors.experiments.traces import demand_for
+from actors.experiments.traces import demand_for, start_delay_for
 from contracts.errors import ValidationError
 from contracts.experiments import ExperimentSpec
 
@@ -29,14 +30,21 @@ MAX_CHUNK = 16
 
 
 def check_traces(spec: ExperimentSpec) -> None:
-    """Load every trace once here (for the first seed), so that a file that cannot be read
-    fails before any run starts, naming the trace."""
+    """Load every trace (for the first seed) and start-delay distribution once here, so that a
+    file that cannot be read fails before any run starts, naming it."""
     problems: list[str] = []
     for i, trace in enumerate(spec.traces):
         try:
             demand_for(trace, spec.seeds[0])
         except ValidationError as exc:
             problems.extend(f"traces[{i}] ({trace.name}): {p}" for p in exc.problems)
+    for delay in spec.start_delays:
+        try:
+            start_delay_for(delay)
+        except ValidationError as exc:
+            problems.extend(exc.problems)
+        except OSError as exc:
+            problems.append(f"start_delays.{delay.name}: {exc.strerror or exc}")
     if problems:
         raise ValidationError(problems)
 
@@ -45,13 +53,15 @@ def run_one(run: RunSpec) -> RunRecord:
     demand = demand_for(run.trace, run.seed)
     built = build(run.policy, run.settings, per_alloc_rps=run.per_alloc_rps)
     start = built.min if run.start_count is None else run.start_count
+    queue = None if run.queue_slo_wait_s is None else QueueModel(run.queue_slo_wait_s)
     result = simulate(
         demand,
         built.policy,
         interval_s=run.interval_s,
         start_count=start,
-        start_delay=run.start_delay_s,
-        per_alloc_rps=run.per_alloc_rps,
+        start_delay=start_delay_for(run.start_delay_s),
+        per_alloc_rps=CapacityModel(run.per_alloc_rps, queue),
+        cluster=_cluster(run),
         seed=run.seed,
         until_s=run.until_s,
     )
@@ -75,6 +85,15 @@ def run_one(run: RunSpec) -> RunRecord:
         "scaling_actions": m.scaling_actions,
         "reversals": m.reversals,
     }
+    if result.cluster is not None:
+        c = result.cluster
+        metrics["node_hours"] = rounded(c.node_hours)
+        metrics["peak_nodes"] = c.peak_nodes
+        metrics["blocked_allocation_hours"] = rounded(c.blocked_alloc_hours)
+    if queue is not None:
+        ledger = result.ledger
+        metrics["mean_wait_s"] = rounded(ledger.mean_wait_s)
+        metrics["max_backlog"] = rounded(ledger.max_backlog)
     return RunRecord(
         index=run.index,
         trace=run.trace.name,
@@ -85,6 +104,20 @@ def run_one(run: RunSpec) -> RunRecord:
         sweep=run.sweep,
         metrics=metrics,
         trajectory=downsample(segments, result.until_s, run.points),
+    )
+
+
+def _cluster(run: RunSpec) -> ClusterModel | None:
+    c = run.cluster
+    if c is None:
+        return None
+    return NodePool(
+        allocs_per_node=c.allocs_per_node,
+        initial_nodes=c.initial_nodes,
+        min_nodes=c.min_nodes,
+        max_nodes=c.max_nodes,
+        node_delay_s=c.node_delay_s,
+        node_idle_s=c.node_idle_s,
     )
 
 

@@ -11,12 +11,14 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
 
+from actors.experiments.core.capacity import StartDelay
 from actors.experiments.core.demand import StepHoldDemand, from_series
 from contracts.errors import ValidationError
-from contracts.experiments import RequestLog, SeriesFile, Synthetic, TraceSpec
+from contracts.experiments import DelaySamples, RequestLog, SeriesFile, Synthetic, TraceSpec
 from contracts.traces import synthetic
 from contracts.traces.loader import load_series
 from contracts.traces.requests import arrivals, concurrency, read_requests
+from contracts.traces.samples import read_samples
 from contracts.traces.series import Series
 
 CACHE_SIZE = 8
@@ -47,6 +49,31 @@ def demand_for(trace: TraceSpec, seed: int) -> StepHoldDemand:
     else:
         _CACHE.move_to_end(key)
     return demand
+
+
+_DELAYS: OrderedDict[Hashable, StartDelay] = OrderedDict()
+
+
+def start_delay_for(value: float | DelaySamples) -> StartDelay:
+    """A run's start delay: fixed seconds, or a named distribution's samples (read once per
+    process and file version)."""
+    if not isinstance(value, DelaySamples):
+        return StartDelay.fixed(value)
+    stat = os.stat(value.path)
+    key = (value, stat.st_mtime_ns, stat.st_size)
+    delay = _DELAYS.get(key)
+    if delay is None:
+        try:
+            samples = read_samples(value.path, column=value.column, unit=value.unit)
+        except ValidationError as exc:
+            raise ValidationError(
+                [f"start_delays.{value.name}: {p}" for p in exc.problems]
+            ) from None
+        delay = StartDelay.sampled(samples)
+        _DELAYS[key] = delay
+        while len(_DELAYS) > CACHE_SIZE:
+            _DELAYS.popitem(last=False)
+    return delay
 
 
 def _key(trace: TraceSpec, seed: int) -> Hashable:

@@ -17,11 +17,18 @@ traces x parameters x seeds, as typed records.
       - {name: dstack, kind: dstack, target: 7, sweep: {scale_up_delay: [0, 5m]}}
       - {name: keep-alive-10m, kind: keep-alive, keep_alive: 10m}
     parameters:                   # grid axes of every run
-      start_delay_s: [0, 30]
+      start_delay_s: [0, 30, model-load]
       per_alloc_rps: 10
     seeds: 2
     cost: allocation-hours        # or {metric: idle-memory, memory_mb: 2048}
     slo: violation-minutes        # or cold-start-share, violated-requests
+    start_delays:                 # sampled start delays, named in parameters.start_delay_s
+      model-load: {file: loads.csv, column: value, unit: ms}
+    queue: {slo_wait_s: 2}        # the excess waits; a wait over 2 s violates the SLO
+    cluster:                      # allocations on nodes a cluster autoscaler adds and removes
+      allocs_per_node: 4
+      max_nodes: 10               # beyond: blocked allocations
+      node_delay_s: 2m            # provisioning
     live:                         # `drover experiment run -live`: through a running drover
       time_factor: 30             # 30 simulated seconds a real second
       until_s: 15m                # the first 15 simulated minutes of each trace
@@ -38,6 +45,8 @@ from contracts.experiments.spec import (
     SIM_METRICS,
     SLO_METRICS,
     Axis,
+    ClusterSettings,
+    DelaySamples,
     DstackSettings,
     ExperimentSpec,
     HpaSettings,
@@ -51,6 +60,7 @@ from contracts.experiments.spec import (
     PolicySettings,
     PolicySpec,
     PythonSettings,
+    QueueSettings,
     RequestLog,
     SeriesFile,
     Synthetic,
@@ -68,6 +78,8 @@ __all__ = [
     "SIM_METRICS",
     "SLO_METRICS",
     "Axis",
+    "ClusterSettings",
+    "DelaySamples",
     "DstackSettings",
     "ExperimentSpec",
     "HpaSettings",
@@ -81,6 +93,7 @@ __all__ = [
     "PolicySettings",
     "PolicySpec",
     "PythonSettings",
+    "QueueSettings",
     "RequestLog",
     "SeriesFile",
     "Synthetic",

@@ -24,7 +24,7 @@ from contracts.experiments.fields import (
     show,
     text,
 )
-from contracts.experiments.policies import parse_axis, parse_policy
+from contracts.experiments.policies import parse_axis, parse_policy, resolve_path
 from contracts.experiments.spec import (
     COST_METRICS,
     NAME,
@@ -32,13 +32,17 @@ from contracts.experiments.spec import (
     RUN_PARAMETERS,
     SLO_METRICS,
     Axis,
+    ClusterSettings,
+    DelaySamples,
     ExperimentSpec,
     LiveSettings,
     Pareto,
     PolicySpec,
+    QueueSettings,
     TraceSpec,
 )
 from contracts.experiments.traces import parse_trace
+from contracts.traces.samples import UNITS
 
 MAX_RUNS = 10_000
 MAX_TRACES = 32
@@ -101,12 +105,17 @@ def parse_experiment(
     description = node.get("description", text(), "")
     traces = _traces(node, base_dir)
     policies = _policies(node, base_dir)
-    parameters = _parameters(node)
+    start_delays = _start_delays(node, base_dir)
+    parameters = _parameters(node, {d.name: d for d in start_delays})
     seeds = _seeds(node)
     interval_s = node.get("interval_s", optional(duration(positive=True)), None)
     until_s = node.get("until_s", optional(duration(positive=True)), None)
     pareto = _pareto(node)
     live = _live(node)
+    queue = _queue(node)
+    cluster = _cluster(node)
+    if pareto.cost == "node-hours" and cluster is None and not problems:
+        node.error("cost", "node-hours needs a `cluster:` (the nodes to count)")
     node.finish()
     try:
         echo = plain(document)
@@ -124,6 +133,9 @@ def parse_experiment(
         until_s=until_s,
         pareto=pareto,
         live=live,
+        queue=queue,
+        cluster=cluster,
+        start_delays=start_delays,
         description=description,
         path=path,
         document=echo,
@@ -160,12 +172,33 @@ def _policies(node: Node, base_dir: str) -> tuple[PolicySpec, ...]:
     return tuple(policies)
 
 
-def _parameters(node: Node) -> tuple[Axis, ...]:
+def _start_delay(named: dict[str, DelaySamples]) -> Any:
+    """Seconds (a number or a duration), or the name of a `start_delays:` distribution."""
+    seconds = duration()
+
+    def check(value: Any) -> float | DelaySamples:
+        if isinstance(value, str) and value in named:
+            return named[value]
+        try:
+            result: float = seconds(value)
+        except Bad:
+            names = ", ".join(sorted(named)) or "none defined"
+            raise Bad(
+                f"expected seconds, a duration or a start_delays name ({names}), got {show(value)}"
+            ) from None
+        return result
+
+    return check
+
+
+def _parameters(node: Node, delays: dict[str, DelaySamples]) -> tuple[Axis, ...]:
     raw = node.raw("parameters")
     here = Node({} if raw is None else raw, "parameters", node.problems)
     axes: list[Axis] = []
     for name in RUN_PARAMETERS:
         check, default = _RUN_CHECKS[name]
+        if name == "start_delay_s":
+            check = _start_delay(delays)
         here.seen.add(name)
         values = here.data.get(name, default)
         axis = parse_axis(name, values, check, here.at(name), node.problems)
@@ -178,6 +211,41 @@ def _parameters(node: Node) -> tuple[Axis, ...]:
                 " `sweep`)"
             )
     return tuple(axes)
+
+
+def _start_delays(node: Node, base_dir: str) -> tuple[DelaySamples, ...]:
+    raw = node.raw("start_delays")
+    if raw is None:
+        return ()
+    here = Node(raw, "start_delays", node.problems)
+    delays: list[DelaySamples] = []
+    for key, value in list(here.data.items())[:MAX_TRACES]:
+        here.seen.add(str(key))
+        name = here.value(str(key), key, text(pattern=NAME.fullmatch, hint=NAME_HINT))
+        item = Node(value, here.at(str(key)), node.problems)
+        if not item.ok or name is None:
+            continue
+        path = item.get("file", lambda v: resolve_path(base_dir, v), required=True)
+        column = item.get("column", text(), "value")
+        unit = item.get("unit", choice(tuple(UNITS)), "s")
+        item.finish()
+        if path is not None:
+            delays.append(DelaySamples(name=name, path=path, column=column, unit=unit))
+    if len(here.data) > MAX_TRACES:
+        node.error("start_delays", f"more than the {MAX_TRACES} distributions allowed")
+    return tuple(delays)
+
+
+def _queue(node: Node) -> QueueSettings | None:
+    raw = node.raw("queue")
+    if raw is None:
+        return None
+    here = Node(raw, "queue", node.problems)
+    if not here.ok:
+        return None
+    wait = here.get("slo_wait_s", duration(), None, required=True)
+    here.finish()
+    return None if wait is None else QueueSettings(slo_wait_s=wait)
 
 
 def _seeds(node: Node) -> tuple[int, ...]:
@@ -229,4 +297,32 @@ def _live(node: Node) -> LiveSettings:
         max_real_s=here.get("max_real_s", duration(positive=True), default.max_real_s),
     )
     here.finish()
+    return settings
+
+
+def _cluster(node: Node) -> ClusterSettings | None:
+    raw = node.raw("cluster")
+    if raw is None:
+        return None
+    here = Node(raw, "cluster", node.problems)
+    if not here.ok:
+        return None
+    d = ClusterSettings()
+    count = integer(minimum=0, maximum=100_000)
+    settings = ClusterSettings(
+        allocs_per_node=here.get("allocs_per_node", integer(minimum=1, maximum=10_000), 1),
+        initial_nodes=here.get("initial_nodes", count, d.initial_nodes),
+        min_nodes=here.get("min_nodes", count, d.min_nodes),
+        max_nodes=here.get("max_nodes", optional(integer(minimum=1, maximum=100_000)), None),
+        node_delay_s=here.get("node_delay_s", duration(), d.node_delay_s),
+        node_idle_s=here.get("node_idle_s", duration(), d.node_idle_s),
+    )
+    here.finish()
+    top = settings.max_nodes if settings.max_nodes is not None else 100_000
+    if not settings.min_nodes <= settings.initial_nodes <= top:
+        node.error(
+            "cluster",
+            f"expected min_nodes <= initial_nodes <= max_nodes, got {settings.min_nodes},"
+            f" {settings.initial_nodes}, {settings.max_nodes}",
+        )
     return settings

@@ -339,9 +339,9 @@ class TraceSpec:
 
 # -- the experiment ---------------------------------------------------------------------------
 
-CostMetric = Literal["allocation-hours", "idle-memory"]
+CostMetric = Literal["allocation-hours", "idle-memory", "node-hours"]
 SloMetric = Literal["violation-minutes", "cold-start-share", "violated-requests"]
-COST_METRICS: tuple[CostMetric, ...] = ("allocation-hours", "idle-memory")
+COST_METRICS: tuple[CostMetric, ...] = ("allocation-hours", "idle-memory", "node-hours")
 SLO_METRICS: tuple[SloMetric, ...] = ("violation-minutes", "cold-start-share", "violated-requests")
 
 
@@ -353,6 +353,40 @@ class Pareto:
     cost: CostMetric = "allocation-hours"
     memory_mb: float = 1024.0
     slo: SloMetric = "violation-minutes"
+
+
+@dataclass(frozen=True, slots=True)
+class DelaySamples:
+    """A named start-delay distribution (`start_delays:`): samples read from one column of a
+    CSV (or the CSV in a .tar.gz), in `unit`; a run draws each start from them with its seed.
+    `parameters.start_delay_s` names it where it would give seconds."""
+
+    name: str
+    path: str
+    column: str = "value"
+    unit: str = "s"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    """`queue:`: requests beyond capacity wait (a fluid FIFO queue) instead of being lost;
+    one that waits more than `slo_wait_s` violates the SLO."""
+
+    slo_wait_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSettings:
+    """`cluster:`: the allocations run on a pool of nodes that a cluster autoscaler grows
+    (after `node_delay_s` of provisioning, up to `max_nodes`: beyond it allocations are
+    blocked) and shrinks (a node empty for `node_idle_s`, down to `min_nodes`)."""
+
+    allocs_per_node: int = 1
+    initial_nodes: int = 0
+    min_nodes: int = 0
+    max_nodes: int | None = None
+    node_delay_s: float = 0.0
+    node_idle_s: float = 300.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -383,6 +417,9 @@ class ExperimentSpec:
     until_s: float | None = None  # None: each trace's span
     pareto: Pareto = Pareto()
     live: LiveSettings = LiveSettings()
+    queue: QueueSettings | None = None
+    cluster: ClusterSettings | None = None
+    start_delays: tuple[DelaySamples, ...] = ()
     description: str = ""
     path: str = ""
     document: Mapping[str, Any] = field(default_factory=dict)  # the file as loaded

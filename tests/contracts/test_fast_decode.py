@@ -320,9 +320,12 @@ def test_every_record_with_a_decodable_shape_compiles_a_fast_decoder() -> None:
         if isinstance(obj, type)
         and dataclasses.is_dataclass(obj)
         and obj.__module__.startswith("contracts.")
-        # dstack's configuration models are parsed from YAML, scaling policies from HCL and
-        # traces from their files, by their own parsers (none travels through the codec).
-        and not obj.__module__.startswith(("contracts.dstack", "contracts.traces"))
+        # dstack's configuration models and experiment files are parsed from YAML, scaling
+        # policies from HCL and traces from their files, by their own parsers (none travels
+        # through the codec).
+        and not obj.__module__.startswith(
+            ("contracts.dstack", "contracts.traces", "contracts.experiments")
+        )
         and obj.__module__ != "contracts.autoscaling.policy"
     }
     from contracts.messages import Envelope

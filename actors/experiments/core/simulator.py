@@ -7,15 +7,20 @@ capacity model. A policy that `wakes_on_demand` also decides at the moment deman
 while it has no allocation (scale from zero at once). A decision sets the target count at
 once: new allocations start with a start delay (a start from zero is a cold start);
 removals take starting allocations first, the newest first. Same inputs and seed, same run.
+
+Where the allocations run is a `ClusterModel` (`cluster.py`): by default room for all of
+them; a node pool adds node provisioning, a fleet limit and blocked allocations, and its
+own points where the run splits (a node ready, an idle node removed), so the accounting
+stays exact.
 """
 
 from __future__ import annotations
 
-import bisect
 import random
 from dataclasses import dataclass, field
 
 from actors.experiments.core.capacity import CapacityModel, Ledger, Segment, StartDelay
+from actors.experiments.core.cluster import Allocations, ClusterModel, ClusterStats, Unlimited
 from actors.experiments.core.demand import Demand, SteppedDemand
 from actors.experiments.core.metrics import RunMetrics, Scaling, compute_metrics
 from actors.experiments.core.policies import SimPolicy
@@ -29,6 +34,7 @@ class RunResult:
     samples: list[Sample]
     actions: list[Scaling]
     cold_starts: int
+    cluster: ClusterStats | None = None  # with a cluster model: nodes and blocked allocations
 
     @property
     def metrics(self) -> RunMetrics:
@@ -46,9 +52,7 @@ class _Run:
     capacity: CapacityModel
     start_delay: StartDelay
     rng: random.Random
-    # Sorted: the ready count at t is a bisection, the next ready time the entry after it,
-    # and removing the latest-ready (starting ones first) is a truncation.
-    ready_at: list[float] = field(default_factory=list)
+    allocs: Allocations = field(default_factory=Unlimited)
     ledger: Ledger = field(default_factory=Ledger)
     samples: list[Sample] = field(default_factory=list)
     actions: list[Scaling] = field(default_factory=list)
@@ -59,14 +63,11 @@ class _Run:
     def __post_init__(self) -> None:
         self.stepped = isinstance(self.demand, SteppedDemand)
 
-    def ready(self, t: float) -> int:
-        return bisect.bisect_right(self.ready_at, t)
-
     def evaluate(self, t: float) -> None:
         rate = self.demand.rate(t)
         if rate > 0:
             self.last_busy_s = t
-        sample = Sample(t, rate, self.ready(t), len(self.ready_at))
+        sample = Sample(t, rate, self.allocs.ready(t), self.allocs.count)
         self.samples.append(sample)
         state = SimState(
             now=t,
@@ -82,23 +83,22 @@ class _Run:
             self.apply(t, max(0, target))
 
     def apply(self, t: float, target: int) -> None:
-        count = len(self.ready_at)
+        count = self.allocs.count
         if target == count:
             return
         self.actions.append(Scaling(t, count, target))
-        if target > count:
-            if count == 0:
-                self.cold_starts += 1
-            for _ in range(target - count):
-                bisect.insort(self.ready_at, t + self.start_delay.draw(self.rng))
-            return
+        if target > count and count == 0:
+            self.cold_starts += 1
         # Starting allocations go first (the latest ready time first), then ready ones.
-        del self.ready_at[target:]
+        self.allocs.scale(t, target, self._delay)
+
+    def _delay(self) -> float:
+        return self.start_delay.draw(self.rng)
 
     def next_point(self, t: float, end: float) -> float:
-        """The first time in (t, end] where an allocation becomes ready or demand changes."""
-        i = bisect.bisect_right(self.ready_at, t)
-        nxt = self.ready_at[i] if i < len(self.ready_at) and self.ready_at[i] < end else end
+        """The first time in (t, end] where an allocation becomes ready, the cluster changes
+        or demand changes."""
+        nxt = self.allocs.next_point(t, end)
         if self.stepped:
             changes = self.demand.change_points(t, nxt)  # type: ignore[attr-defined]
             if changes:
@@ -110,16 +110,18 @@ class _Run:
         while prev < end:
             p = self.next_point(prev, end)
             rate = self.demand.rate(prev)
-            ready = self.ready(prev)
+            allocs = self.allocs
+            ready = allocs.ready(prev)
             cap = self.capacity.capacity(ready)
-            self.ledger.add(Segment(prev, p, rate, cap, ready, len(self.ready_at)))
+            self.ledger.add(Segment(prev, p, rate, cap, ready, allocs.count))
+            allocs.step(prev, p)
             if rate > 0:
                 self.last_busy_s = p
             prev = p
             if (
                 p < end
                 and self.policy.wakes_on_demand
-                and not self.ready_at
+                and not allocs.count
                 and self.demand.rate(p) > 0
             ):
                 self.evaluate(p)
@@ -135,9 +137,11 @@ def simulate(
     per_alloc_rps: float | CapacityModel = 1.0,
     seed: int = 0,
     until_s: float | None = None,
+    cluster: ClusterModel | None = None,
 ) -> RunResult:
     """Replay `demand` from 0 to `until_s` (default its span) against `policy`, evaluating
-    every `interval_s` (default the policy's). `start_count` allocations are ready at 0."""
+    every `interval_s` (default the policy's). `start_count` allocations are ready at 0.
+    `cluster` places the allocations on nodes (default: room for all, none blocked)."""
     step = policy.interval_s if interval_s is None else interval_s
     if step <= 0:
         raise ValueError("the evaluation interval must be positive")
@@ -148,12 +152,13 @@ def simulate(
         if isinstance(per_alloc_rps, CapacityModel)
         else CapacityModel(float(per_alloc_rps))
     )
-    run = _Run(demand, policy, capacity, delay, random.Random(seed))
-    run.ready_at = [0.0] * start_count
+    allocs = Unlimited(start_count) if cluster is None else cluster.start(start_count)
+    run = _Run(demand, policy, capacity, delay, random.Random(seed), allocs)
+    run.ledger = Ledger(queue=capacity.queue)  # a queue keeps the excess waiting
     k = 0
     while k * step < end:
         t = k * step
         run.evaluate(t)
         run.advance(t, min((k + 1) * step, end))
         k += 1
-    return RunResult(end, run.ledger, run.samples, run.actions, run.cold_starts)
+    return RunResult(end, run.ledger, run.samples, run.actions, run.cold_starts, allocs.stats())

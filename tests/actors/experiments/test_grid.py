@@ -218,3 +218,76 @@ def test_ray_tasks_give_the_sequential_rows(local_ray: None) -> None:
         results_of(spec, sequential)
     )
     assert [r.trajectory for r in on_ray] == [r.trajectory for r in sequential]
+
+
+STEP = {"name": "step", "synthetic": "step", "base": 5, "peak": 30, "at_s": 600, "duration_s": 1800}
+
+
+def test_sampled_start_delays_and_a_queue_through_the_runner(tmp_path: Path) -> None:
+    """A named start-delay distribution is drawn per start with the run's seed; with `queue:`
+    the excess waits (late requests are the violations) and the rows carry the waits."""
+    (tmp_path / "loads.csv").write_text("value\n90000\n120000\n")  # ms
+    doc: dict[str, Any] = {
+        "name": "queued",
+        "traces": [
+            {
+                "name": "step",
+                "synthetic": "step",
+                "base": 5,
+                "peak": 30,
+                "at_s": 600,
+                "duration_s": 1800,
+            },
+        ],
+        "policies": [{"name": "tv", "kind": "target-value", "cooldown": "1m"}],
+        "start_delays": {"load": {"file": "loads.csv", "unit": "ms"}},
+        "parameters": {"start_delay_s": [40, "load"], "per_alloc_rps": 10},
+    }
+    lost = parse_experiment(doc, base_dir=str(tmp_path))
+    fixed, sampled = run_sequential(expand(lost))
+    assert sampled.parameters[0] == ("start_delay_s", "load")
+    # 40 s starts leave the step unserved for 40 s; 90 or 120 s starts for 90 s at least
+    assert fixed.metrics["slo_violation_min"] == pytest.approx(40 / 60)
+    assert sampled.metrics["slo_violation_min"] >= 90 / 60
+    assert "mean_wait_s" not in fixed.metrics
+    queued_spec = parse_experiment({**doc, "queue": {"slo_wait_s": 5}}, base_dir=str(tmp_path))
+    queued, _ = run_sequential(expand(queued_spec))
+    assert queued.metrics["mean_wait_s"] > 0 and queued.metrics["max_backlog"] > 0
+    assert queued.metrics["violated_requests"] > 0
+    assert queued.metrics["requests"] == fixed.metrics["requests"]
+    patient = parse_experiment({**doc, "queue": {"slo_wait_s": "1h"}}, base_dir=str(tmp_path))
+    waited, _ = run_sequential(expand(patient))
+    # the same queue, the same waits; none waits an hour
+    assert waited.metrics["mean_wait_s"] == queued.metrics["mean_wait_s"]
+    assert waited.metrics["violated_requests"] == 0 and waited.metrics["slo_violation_min"] == 0
+    results = results_of(queued_spec, [queued])
+    assert results.columns[-2:] == ["mean_wait_s", "max_backlog"]
+    results_io.write(results, str(tmp_path / "out"))
+    back = results_io.read(str(tmp_path / "out"))
+    assert back.records[0].metrics == queued.metrics
+    headers, _ = results_io.summary(back)
+    assert headers[-1] == "Wait-s"
+
+
+def test_a_cluster_of_nodes_through_the_runner() -> None:
+    """With `cluster:`, allocations wait for nodes (provisioning) and the fleet limit blocks
+    them: the step's violations grow, and the rows carry node-hours and blocked hours."""
+    doc: dict[str, Any] = {
+        "name": "nodes",
+        "traces": [STEP],
+        "policies": [{"name": "tv", "kind": "target-value", "cooldown": "1m"}],
+        "parameters": {"per_alloc_rps": 10},
+    }
+    (free,) = run_sequential(expand(parse_experiment(doc)))
+    cluster = {"allocs_per_node": 2, "max_nodes": 2, "node_delay_s": "2m"}
+    spec = parse_experiment({**doc, "cluster": cluster, "cost": "node-hours"})
+    (pooled,) = run_sequential(expand(spec))
+    m = pooled.metrics
+    assert m["peak_nodes"] == 2 and m["node_hours"] > 0
+    # 30 rps at 70 % asks for 5 allocations; 2 nodes of 2 hold 4: one is blocked
+    assert m["blocked_allocation_hours"] > 0
+    assert m["slo_violation_min"] > free.metrics["slo_violation_min"]
+    results = results_of(spec, [pooled])
+    assert results.columns[-3:] == ["node_hours", "peak_nodes", "blocked_allocation_hours"]
+    headers, _ = results_io.summary(results)
+    assert headers[-2:] == ["Node-h", "Blocked-h"]

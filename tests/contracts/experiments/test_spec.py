@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from contracts.errors import ValidationError
 from contracts.experiments import (
     MAX_RUNS,
+    ClusterSettings,
+    DelaySamples,
     DstackSettings,
     HpaSettings,
     HybridSettings,
@@ -24,6 +26,7 @@ from contracts.experiments import (
     NomadSettings,
     PolicyFileSettings,
     PythonSettings,
+    QueueSettings,
     RequestLog,
     SeriesFile,
     Synthetic,
@@ -281,6 +284,23 @@ def mutate(path: str, value: Any) -> dict[str, Any]:
         (mutate("live", {"alloc_mhz": 0}), "live.alloc_mhz: expected a whole number >= 1"),
         (mutate("live", {"factor": 30}), "live.factor: unknown field 'factor'"),
         (mutate("live", 30), "live: expected a mapping, got 30"),
+        (mutate("queue", {"slo_wait_s": -1}), "queue.slo_wait_s: expected"),
+        (mutate("queue", {}), "queue.slo_wait_s: required"),
+        (mutate("cluster", {"allocs_per_node": 0}), "cluster.allocs_per_node: expected a whole"),
+        (mutate("cluster", {"node_delay_s": "soon"}), "cluster.node_delay_s: expected seconds"),
+        (mutate("cluster", {"racks": 2}), "cluster.racks: unknown field 'racks'"),
+        (
+            mutate("cluster", {"initial_nodes": 5, "max_nodes": 2}),
+            "cluster: expected min_nodes <= initial_nodes <= max_nodes, got 0, 5, 2",
+        ),
+        (mutate("cost", "node-hours"), "cost: node-hours needs a `cluster:`"),
+        (mutate("start_delays", {"x": {"file": "nope.csv"}}), "start_delays.x.file: no such file"),
+        (mutate("start_delays", {"x": {}}), "start_delays.x.file: required"),
+        (
+            mutate("parameters", {"start_delay_s": [0, "load"]}),
+            "parameters.start_delay_s[1]: expected seconds, a duration or a start_delays name"
+            " (none defined), got 'load'",
+        ),
         (mutate("traces", []), "traces: expected at least one item, got an empty list"),
         (mutate("policies", {"tv": {}}), "policies: expected a list, got {'tv': {}}"),
     ],
@@ -296,6 +316,38 @@ def test_the_live_block() -> None:
     doc = base(live={"time_factor": 60, "until_s": "15m", "alloc_mhz": 250, "max_real_s": "2h"})
     live = parse_experiment(doc).live
     assert live == LiveSettings(time_factor=60.0, until_s=900.0, alloc_mhz=250, max_real_s=7200.0)
+
+
+def test_sampled_start_delays_and_the_queue(tmp_path: Path) -> None:
+    (tmp_path / "loads.csv").write_text("value\n1000\n")
+    doc = base(
+        start_delays={"model-load": {"file": "loads.csv", "unit": "ms"}},
+        parameters={"start_delay_s": [0, "30s", "model-load"]},
+        queue={"slo_wait_s": "2s"},
+    )
+    spec = parse_experiment(doc, base_dir=str(tmp_path))
+    load = DelaySamples("model-load", str(tmp_path / "loads.csv"), "value", "ms")
+    assert spec.start_delays == (load,)
+    axis = spec.parameter("start_delay_s")
+    assert axis.values == (0.0, 30.0, load) and axis.labels == ("0", "30s", "model-load")
+    assert spec.queue == QueueSettings(slo_wait_s=2.0)
+    doc["start_delays"]["model-load"]["unit"] = "h"
+    assert problems_of(doc, str(tmp_path)) == [
+        "start_delays.model-load.unit: 'h' is not one of s, ms, us, ns, m"
+    ]
+
+
+def test_the_cluster_block() -> None:
+    doc = base(
+        cluster={"allocs_per_node": 4, "max_nodes": 10, "node_delay_s": "2m", "node_idle_s": 0},
+        cost="node-hours",
+    )
+    spec = parse_experiment(doc)
+    assert spec.cluster == ClusterSettings(
+        allocs_per_node=4, max_nodes=10, node_delay_s=120.0, node_idle_s=0.0
+    )
+    assert spec.pareto.cost == "node-hours"
+    assert parse_experiment(base()).cluster is None
 
 
 def test_problems_are_reported_together() -> None:
