@@ -18,12 +18,14 @@ from typing import Any
 from actors.experiments.core.capacity import CapacityModel, QueueModel, Segment
 from actors.experiments.core.catalog import build
 from actors.experiments.core.cluster import ClusterModel, NodePool
+from actors.experiments.core.placement_core import CorePool, NodeShape
 from actors.experiments.core.simulator import simulate
 from actors.experiments.grid import RunSpec
 from actors.experiments.results import RunRecord, Trajectory, rounded
 from actors.experiments.traces import demand_for, start_delay_for
 from contracts.errors import ValidationError
 from contracts.experiments import ExperimentSpec
+from contracts.resources import Resources
 
 Progress = Callable[[int], None]
 MAX_CHUNK = 16
@@ -111,6 +113,18 @@ def _cluster(run: RunSpec) -> ClusterModel | None:
     c = run.cluster
     if c is None:
         return None
+    if c.placement == "core":
+        return CorePool(
+            ask=Resources(cpu=c.ask_cpu, memory_mb=c.ask_memory_mb),
+            shapes=tuple(
+                NodeShape(s.cpu_mhz, s.memory_mb, s.load_cpu, s.load_memory_mb) for s in c.shapes
+            ),
+            initial_nodes=c.initial_nodes,
+            min_nodes=c.min_nodes,
+            max_nodes=c.max_nodes,
+            node_delay_s=c.node_delay_s,
+            node_idle_s=c.node_idle_s,
+        )
     return NodePool(
         allocs_per_node=c.allocs_per_node,
         initial_nodes=c.initial_nodes,

@@ -36,6 +36,7 @@ from contracts.experiments.spec import (
     DelaySamples,
     ExperimentSpec,
     LiveSettings,
+    NodeShapeSpec,
     Pareto,
     PolicySpec,
     QueueSettings,
@@ -300,6 +301,12 @@ def _live(node: Node) -> LiveSettings:
     return settings
 
 
+MAX_SHAPES = 32
+_MHZ = integer(minimum=1, maximum=10_000_000)
+_MB = integer(minimum=1, maximum=100_000_000)
+_LOAD = integer(minimum=0, maximum=100_000_000)
+
+
 def _cluster(node: Node) -> ClusterSettings | None:
     raw = node.raw("cluster")
     if raw is None:
@@ -310,7 +317,11 @@ def _cluster(node: Node) -> ClusterSettings | None:
     d = ClusterSettings()
     count = integer(minimum=0, maximum=100_000)
     settings = ClusterSettings(
+        placement=here.get("placement", choice(("slots", "core")), d.placement),
         allocs_per_node=here.get("allocs_per_node", integer(minimum=1, maximum=10_000), 1),
+        ask_cpu=here.get("ask_cpu", _MHZ, d.ask_cpu),
+        ask_memory_mb=here.get("ask_memory_mb", _MB, d.ask_memory_mb),
+        shapes=_shapes(here) or d.shapes,
         initial_nodes=here.get("initial_nodes", count, d.initial_nodes),
         min_nodes=here.get("min_nodes", count, d.min_nodes),
         max_nodes=here.get("max_nodes", optional(integer(minimum=1, maximum=100_000)), None),
@@ -325,4 +336,34 @@ def _cluster(node: Node) -> ClusterSettings | None:
             f"expected min_nodes <= initial_nodes <= max_nodes, got {settings.min_nodes},"
             f" {settings.initial_nodes}, {settings.max_nodes}",
         )
+    if settings.placement == "slots" and (here.has("shapes") or here.has("ask_cpu")):
+        node.error("cluster", "shapes and ask_* are for placement: core")
+    for i, shape in enumerate(settings.shapes if settings.placement == "core" else ()):
+        free_cpu = shape.cpu_mhz - shape.load_cpu
+        free_mb = shape.memory_mb - shape.load_memory_mb
+        if free_cpu < settings.ask_cpu or free_mb < settings.ask_memory_mb:
+            node.error(
+                f"cluster.shapes[{i}]",
+                f"{free_cpu} MHz and {free_mb} MB free after its load hold no allocation of"
+                f" {settings.ask_cpu} MHz and {settings.ask_memory_mb} MB",
+            )
     return settings
+
+
+def _shapes(here: Node) -> tuple[NodeShapeSpec, ...]:
+    shapes: list[NodeShapeSpec] = []
+    for i, item in enumerate(here.sequence("shapes", MAX_SHAPES)):
+        shape = Node(item, here.at(f"shapes[{i}]"), here.problems)
+        if not shape.ok:
+            continue
+        d = NodeShapeSpec()
+        shapes.append(
+            NodeShapeSpec(
+                cpu_mhz=shape.get("cpu_mhz", _MHZ, d.cpu_mhz),
+                memory_mb=shape.get("memory_mb", _MB, d.memory_mb),
+                load_cpu=shape.get("load_cpu", _LOAD, 0),
+                load_memory_mb=shape.get("load_memory_mb", _LOAD, 0),
+            )
+        )
+        shape.finish()
+    return tuple(shapes)

@@ -376,12 +376,30 @@ class QueueSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeShapeSpec:
+    """A node of a `placement: core` cluster: its size and the part other work takes."""
+
+    cpu_mhz: int = 4000
+    memory_mb: int = 8192
+    load_cpu: int = 0
+    load_memory_mb: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterSettings:
     """`cluster:`: the allocations run on a pool of nodes that a cluster autoscaler grows
     (after `node_delay_s` of provisioning, up to `max_nodes`: beyond it allocations are
-    blocked) and shrinks (a node empty for `node_idle_s`, down to `min_nodes`)."""
+    blocked) and shrinks (a node empty for `node_idle_s`, down to `min_nodes`).
 
+    `placement: slots` counts `allocs_per_node` slots a node; `placement: core` places each
+    allocation (`ask_cpu` MHz, `ask_memory_mb`) with drover's real scheduler on nodes of the
+    `shapes` (in turn), each with its background load, so fragmentation is real."""
+
+    placement: Literal["slots", "core"] = "slots"
     allocs_per_node: int = 1
+    ask_cpu: int = 1000
+    ask_memory_mb: int = 1024
+    shapes: tuple[NodeShapeSpec, ...] = (NodeShapeSpec(),)
     initial_nodes: int = 0
     min_nodes: int = 0
     max_nodes: int | None = None

@@ -291,3 +291,35 @@ def test_a_cluster_of_nodes_through_the_runner() -> None:
     assert results.columns[-3:] == ["node_hours", "peak_nodes", "blocked_allocation_hours"]
     headers, _ = results_io.summary(results)
     assert headers[-2:] == ["Node-h", "Blocked-h"]
+
+
+def test_placement_by_the_real_scheduler_makes_fragmentation_real() -> None:
+    """The same step on three nodes: counted in slots (2 a node) all 5 allocations would fit
+    in 6 slots; placed by drover's scheduler, 1300 MHz asks on nodes with 2500 MHz free after
+    their load hold only one each, so the fleet limit blocks two of them."""
+    doc: dict[str, Any] = {
+        "name": "core",
+        "traces": [STEP],
+        "policies": [{"name": "tv", "kind": "target-value", "cooldown": "1m"}],
+        "parameters": {"per_alloc_rps": 10},
+    }
+    limits = {"initial_nodes": 1, "max_nodes": 3}
+    slots = parse_experiment({**doc, "cluster": {**limits, "allocs_per_node": 2}})
+    core = parse_experiment(
+        {
+            **doc,
+            "cluster": {
+                **limits,
+                "placement": "core",
+                "ask_cpu": 1300,
+                "shapes": [{"cpu_mhz": 4000, "load_cpu": 1500}],
+            },
+        }
+    )
+    (counted,) = run_sequential(expand(slots))
+    (placed,) = run_sequential(expand(core))
+    assert counted.metrics["blocked_allocation_hours"] == 0
+    assert placed.metrics["blocked_allocation_hours"] > 0
+    # three ready allocations serve the 30 requests/s exactly, without the policy's headroom
+    assert placed.metrics["theta_o"] < counted.metrics["theta_o"]
+    assert placed.metrics["peak_nodes"] == counted.metrics["peak_nodes"] == 3

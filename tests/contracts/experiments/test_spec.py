@@ -23,6 +23,7 @@ from contracts.experiments import (
     HybridSettings,
     KeepAliveSettings,
     LiveSettings,
+    NodeShapeSpec,
     NomadSettings,
     PolicyFileSettings,
     PythonSettings,
@@ -294,6 +295,19 @@ def mutate(path: str, value: Any) -> dict[str, Any]:
             "cluster: expected min_nodes <= initial_nodes <= max_nodes, got 0, 5, 2",
         ),
         (mutate("cost", "node-hours"), "cost: node-hours needs a `cluster:`"),
+        (mutate("cluster", {"placement": "spread"}), "cluster.placement: 'spread' is not one of"),
+        (mutate("cluster", {"shapes": [{"cpu_mhz": 1}]}), "cluster: shapes and ask_* are for"),
+        (
+            mutate(
+                "cluster", {"placement": "core", "shapes": [{"cpu_mhz": 2000, "load_cpu": 1500}]}
+            ),
+            "cluster.shapes[0]: 500 MHz and 8192 MB free after its load hold no allocation of"
+            " 1000 MHz and 1024 MB",
+        ),
+        (
+            mutate("cluster", {"placement": "core", "shapes": [{"disk_mb": 1}]}),
+            "cluster.shapes[0].disk_mb: unknown field",
+        ),
         (mutate("start_delays", {"x": {"file": "nope.csv"}}), "start_delays.x.file: no such file"),
         (mutate("start_delays", {"x": {}}), "start_delays.x.file: required"),
         (
@@ -348,6 +362,17 @@ def test_the_cluster_block() -> None:
     )
     assert spec.pareto.cost == "node-hours"
     assert parse_experiment(base()).cluster is None
+    core = {
+        "placement": "core",
+        "ask_cpu": 1300,
+        "shapes": [{"cpu_mhz": 4000, "load_cpu": 1400}, {"cpu_mhz": 8000}],
+    }
+    settings = parse_experiment(base(cluster=core)).cluster
+    assert settings is not None and settings.placement == "core" and settings.ask_cpu == 1300
+    assert settings.shapes == (
+        NodeShapeSpec(cpu_mhz=4000, load_cpu=1400),
+        NodeShapeSpec(cpu_mhz=8000),
+    )
 
 
 def test_problems_are_reported_together() -> None:
