@@ -108,6 +108,7 @@ def parse_experiment(
     policies = _policies(node, base_dir)
     start_delays = _start_delays(node, base_dir)
     parameters = _parameters(node, {d.name: d for d in start_delays})
+    parameters = _capacity(node, parameters)
     seeds = _seeds(node)
     interval_s = node.get("interval_s", optional(duration(positive=True)), None)
     until_s = node.get("until_s", optional(duration(positive=True)), None)
@@ -212,6 +213,40 @@ def _parameters(node: Node, delays: dict[str, DelaySamples]) -> tuple[Axis, ...]
                 " `sweep`)"
             )
     return tuple(axes)
+
+
+def _capacity(node: Node, parameters: tuple[Axis, ...]) -> tuple[Axis, ...]:
+    """`capacity: {max_rps: 14, target_utilisation: [60, 70]}`: an allocation saturates at
+    `max_rps` and meets its SLO up to the target utilisation, so it serves max_rps x target
+    / 100 requests/s: the `per_alloc_rps` axis, one value per target."""
+    raw = node.raw("capacity")
+    if raw is None:
+        return parameters
+    here = Node(raw, "capacity", node.problems)
+    if not here.ok:
+        return parameters
+    max_rps = here.get("max_rps", number(positive=True), None, required=True)
+    here.seen.add("target_utilisation")
+    targets = parse_axis(
+        "target_utilisation",
+        here.data.get("target_utilisation", 100),
+        number(positive=True),
+        here.at("target_utilisation"),
+        node.problems,
+    )
+    here.finish()
+    raw_parameters = node.data.get("parameters")
+    if isinstance(raw_parameters, dict) and "per_alloc_rps" in raw_parameters:
+        node.error("capacity", "give parameters.per_alloc_rps or capacity, not both")
+        return parameters
+    if max_rps is None or targets is None:
+        return parameters
+    axis = Axis(
+        "per_alloc_rps",
+        tuple(max_rps * t / 100.0 for t in targets.values),
+        tuple(f"{max_rps:g} at {t:g}%" for t in targets.values),
+    )
+    return tuple(axis if a.name == "per_alloc_rps" else a for a in parameters)
 
 
 def _start_delays(node: Node, base_dir: str) -> tuple[DelaySamples, ...]:

@@ -287,6 +287,12 @@ def mutate(path: str, value: Any) -> dict[str, Any]:
         (mutate("live", 30), "live: expected a mapping, got 30"),
         (mutate("queue", {"slo_wait_s": -1}), "queue.slo_wait_s: expected"),
         (mutate("queue", {}), "queue.slo_wait_s: required"),
+        (mutate("capacity", {"target_utilisation": 70}), "capacity.max_rps: required"),
+        (mutate("capacity", {"max_rps": 10, "target_utilisation": [70, 0]}), "capacity.target_"),
+        (
+            base(capacity={"max_rps": 10}, parameters={"per_alloc_rps": 5}),
+            "capacity: give parameters.per_alloc_rps or capacity, not both",
+        ),
         (mutate("cluster", {"allocs_per_node": 0}), "cluster.allocs_per_node: expected a whole"),
         (mutate("cluster", {"node_delay_s": "soon"}), "cluster.node_delay_s: expected seconds"),
         (mutate("cluster", {"racks": 2}), "cluster.racks: unknown field 'racks'"),
@@ -349,6 +355,14 @@ def test_sampled_start_delays_and_the_queue(tmp_path: Path) -> None:
     assert problems_of(doc, str(tmp_path)) == [
         "start_delays.model-load.unit: 'h' is not one of s, ms, us, ns, m"
     ]
+
+
+def test_capacity_at_a_target_utilisation() -> None:
+    spec = parse_experiment(base(capacity={"max_rps": 14, "target_utilisation": [50, 70, 100]}))
+    axis = spec.parameter("per_alloc_rps")
+    assert axis.values == pytest.approx((7.0, 9.8, 14.0))
+    assert axis.labels == ("14 at 50%", "14 at 70%", "14 at 100%")
+    assert spec.runs == 3
 
 
 def test_the_cluster_block() -> None:
