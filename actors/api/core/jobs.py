@@ -13,6 +13,7 @@ from actors.api.core.http_types import ApiResponse
 from actors.state import StateReader
 from contracts import ClientStatus, Job, ValidationError, to_wire
 from contracts.jobspec import parse_hcl_with_warnings, parse_json_with_warnings
+from contracts.jobspec.validate import MAX_GROUP_COUNT
 from contracts.messages import LeaderResponse, RequestKind
 
 JOB_TABLES = ("jobs",)
@@ -303,6 +304,8 @@ def scale(call: Call) -> ApiResponse:
     count = body.get("Count")
     if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
         raise bad_request(f"Count: expected an integer, got {count!r}")
+    if count is not None and not 0 <= count <= MAX_GROUP_COUNT:
+        raise bad_request(f"Count: {count} is outside 0..{MAX_GROUP_COUNT} (the limit of a group)")
     message = body.get("Message", "")
     meta = body.get("Meta") or {}
     if not isinstance(message, str) or not isinstance(meta, dict):

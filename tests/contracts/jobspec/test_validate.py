@@ -46,6 +46,14 @@ def test_count_above_scaling_max() -> None:
     assert problems(job(tg)) == ['job "x" > group "web": count 40 is above scaling max 30']
 
 
+def test_a_count_beyond_the_limit_is_named_with_the_limit() -> None:
+    tg = TaskGroup("g", count=1_000_000_000, tasks=(TASK,))
+    assert problems(job(tg)) == [
+        'job "x" > group "g": count 1000000000 is above the limit of 1000000'
+    ]
+    validate(job(TaskGroup("g", count=1_000_000, tasks=(TASK,))))
+
+
 def test_scaling_min_above_max_is_named() -> None:
     tg = TaskGroup("g", count=4, scaling=ScalingPolicy(min=5, max=3), tasks=(TASK,))
     found = problems(job(tg))

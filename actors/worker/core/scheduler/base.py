@@ -255,6 +255,14 @@ class SchedulerBase:
             modify_time=self.now_ns(),
         )
 
+    def _coalesce_failures(self, task_group: str, n: int) -> None:
+        """Count `n` more placements of a failed group as coalesced failures at once."""
+        metric = self.failed_tg_allocs.get(task_group)
+        if metric is not None and n > 0:
+            self.failed_tg_allocs[task_group] = dataclasses.replace(
+                metric, coalesced_failures=metric.coalesced_failures + n
+            )
+
     def _coalesce_failure(self, task_group: str) -> bool:
         """If the group already failed a placement in this pass, count another one against
         that failure (Nomad's CoalescedFailures) and say so; the caller records a first one."""

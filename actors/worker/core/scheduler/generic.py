@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -147,10 +148,13 @@ class GenericScheduler(SchedulerBase):
         # New placements that a rebase may take back and place again (see rebase.py).
         redoable: dict[str, tuple[Placement, GroupStack]] = {}
         # Destructive updates first: their stops free resources for what follows.
-        for placement in (*result.destructive, *result.place):
+        for placement in itertools.chain(result.destructive, result.place):
             tg = placement.task_group
             if self._coalesce_failure(tg.name):
-                continue  # the group already failed: later placements are not attempted
+                # The group already failed: its later placements are not attempted, and the
+                # rest of its new ones are counted without being made (placements.py).
+                self._coalesce_failures(tg.name, result.place.drop_rest(tg.name))
+                continue
             if tg.share is not None:
                 # A run's ranks go on instance blocks (share.py); a gang's all at once, below.
                 share_stack = share_stacks.get(tg.name)

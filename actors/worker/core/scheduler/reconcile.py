@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from actors.worker.core.scheduler.placements import Placements
 from contracts import Allocation, ClientStatus, Job, Node, NodeStatus, ReschedulePolicy, TaskGroup
 from contracts.allocation import alloc_name
 from contracts.evaluation import DesiredUpdates
@@ -62,7 +63,8 @@ class GroupUpdates:
 
 @dataclass(slots=True)
 class ReconcileResult:
-    place: list[Placement] = field(default_factory=list)
+    # A group's new allocations are a run, made as the scheduler reaches them (placements.py).
+    place: Placements[Placement] = field(default_factory=Placements)
     destructive: list[Placement] = field(default_factory=list)
     inplace: list[Allocation] = field(default_factory=list)
     stop: list[Stop] = field(default_factory=list)
@@ -81,19 +83,24 @@ class NameIndex:
         self.used = set(used)
 
     def next(self, n: int) -> list[str]:
-        names: list[str] = []
+        return list(self.iter_next(n))
+
+    def iter_next(self, n: int) -> Iterator[str]:
+        """`next(n)` one name at a time: the count may be far beyond what gets placed."""
+        given = 0
         for idx in range(self.count):
-            if len(names) == n:
-                return names
+            if given == n:
+                return
             if idx not in self.used:
                 self.used.add(idx)
-                names.append(alloc_name(self.job_id, self.group, idx))
+                given += 1
+                yield alloc_name(self.job_id, self.group, idx)
         # Free indexes exhausted: reuse low indexes, as Nomad does.
         idx = 0
-        while len(names) < n:
-            names.append(alloc_name(self.job_id, self.group, idx))
+        while given < n:
+            yield alloc_name(self.job_id, self.group, idx)
+            given += 1
             idx += 1
-        return names
 
     def release(self, idx: int) -> None:
         self.used.discard(idx)
@@ -329,9 +336,10 @@ class Reconciler:
             updates.place += 1
             existing += 1
         if existing < tg.count:
-            for name in names.next(tg.count - existing):
-                self.result.place.append(Placement(name, tg))
-                updates.place += 1
+            missing = tg.count - existing
+            fresh = (Placement(name, tg) for name in names.iter_next(missing))
+            self.result.place.add_run(tg.name, missing, fresh)
+            updates.place += missing
 
 
 def _same_version(alloc: Allocation, job: Job) -> bool:

@@ -138,6 +138,15 @@ def test_scale_and_scaling_policies(call: Client, backend: MemoryBackend) -> Non
     assert status["TaskGroups"]["api"]["Events"][0]["Message"] == "more"
     too_many = call("POST", "/v1/job/web/scale", {"Count": 99, "Target": {"Group": "api"}})
     assert too_many.status == 400 and "max" in too_many.body
+    poison = call("POST", "/v1/job/web/scale", {"Count": 10**9, "Target": {"Group": "api"}})
+    assert poison.status == 400
+    assert "Count: 1000000000 is outside 0..1000000 (the limit of a group)" in poison.body
+    job = web_job()
+    job["TaskGroups"][0]["Count"] = 10**9
+    refused = call("POST", "/v1/jobs", {"Job": job})
+    assert (
+        refused.status == 400 and "count 1000000000 is above the limit of 1000000" in refused.body
+    )
     policies = call("GET", "/v1/scaling/policies").body
     assert [p["Target"]["Group"] for p in policies] == ["api"]
     policy = call("GET", f"/v1/scaling/policy/{policies[0]['ID']}").body

@@ -100,6 +100,28 @@ def test_job_register_alloc_fail(h, build):
     assert h.store.eval(blocked.id).status is EvalStatus.BLOCKED
 
 
+def test_a_count_far_beyond_the_cluster_stops_at_the_first_failure(h, build):
+    """A poison job: count 10^9 on 3 nodes. The evaluation places what fits, stops at the
+    first failure and records the rest as queued and coalesced, without making a record per
+    unplaced allocation (placements.py): it finishes at once instead of growing with the
+    count. (The API refuses a count above 1,000,000; the scheduler is bounded whatever it.)"""
+    h.nodes(3)
+    _, ev = h.register(build.job("poison", build.group(count=1_000_000_000)))
+
+    planner = h.process(ev)
+
+    (plan,) = planner.plans
+    placed = len(build.placed(plan))
+    assert 0 < placed < 100  # what 3 nodes hold
+    out = build.assert_eval(planner, EvalStatus.COMPLETE)
+    metric = out.failed_tg_allocs["web"]
+    # one failure, the rest coalesced: every allocation is accounted for
+    assert placed + 1 + metric.coalesced_failures == 1_000_000_000
+    assert out.queued_allocations["web"] == 1_000_000_000 - placed
+    assert plan.annotations.desired_tg_updates["web"].place == 1_000_000_000
+    assert planner.created_evals[0].status is EvalStatus.BLOCKED
+
+
 def test_job_register_distinct_hosts(h, build):
     """TestServiceSched_JobRegister_DistinctHosts: 10 nodes, count 11."""
     h.nodes(10)
