@@ -43,6 +43,7 @@ from actors.streams.leader_link import LeaderLink
 from actors.streams.names import StreamNames
 from actors.worker.actor import WorkerActor
 from actors.worker.service import DELIVERIES_PER_WORKER
+from contracts.jobspec.limits import DEFAULT_LIMITS, JobLimits
 from contracts.messages import LeaderRequest, RequestKind
 from contracts.share import FLEET_ATTRIBUTE
 from launch.client import DroverClient
@@ -84,6 +85,7 @@ class SystemConfig:
     actor_options: dict[str, Any] = field(default_factory=dict)
     http_addr: str | None = None  # e.g. "127.0.0.1:4646" (port 0: any free port); None: no API
     acl_enabled: bool = False
+    job_limits: JobLimits = DEFAULT_LIMITS  # what the API accepts (-job-max-count ...)
     acl_bootstrap_token: str | None = None  # issue this management token at start
     # OpenTelemetry: OTLP when OTEL_EXPORTER_OTLP_* is set, else JSON lines in
     # <data_dir>/telemetry/ (read by `drover trace conflicts` / `drover trace show`).
@@ -227,6 +229,7 @@ class DroverSystem:
             names,
             self.leader_link.send,
             acl_enabled=config.acl_enabled,
+            job_limits=config.job_limits,
             fleet_manager=self,
             packager=package_job,
             autoscaler=AutoscalerClient(self.autoscaler) if self.autoscaler is not None else None,

@@ -30,6 +30,7 @@ from actors.streams.leader_link import LeaderUnanswered
 from actors.streams.names import StreamNames
 from contracts import Job
 from contracts.codec import CodecError
+from contracts.jobspec.limits import DEFAULT_LIMITS, JobLimits
 from contracts.messages import LeaderRequest, LeaderResponse
 from contracts.usage import REPORT_TYPE, UsageReport, decode_report
 
@@ -67,8 +68,10 @@ class ApiService:
         fleet_manager: FleetManager | None = None,
         packager: Callable[[Job], Job] | None = None,
         autoscaler: AutoscalerView | None = None,
+        job_limits: JobLimits = DEFAULT_LIMITS,
     ) -> None:
         self.client = client
+        self.job_limits = job_limits
         self.names = names
         self.send = send
         self.acl_enabled = acl_enabled

@@ -18,6 +18,7 @@ from contracts.job import Job
 from contracts.jobspec import hcl, json_spec
 from contracts.jobspec.build import build_job
 from contracts.jobspec.canonical import canonicalize
+from contracts.jobspec.limits import DEFAULT_LIMITS, JobLimits
 from contracts.jobspec.validate import validate
 from contracts.jobspec.where import Problems
 
@@ -42,11 +43,13 @@ def parse_hcl_with_warnings(text: str) -> tuple[Job, list[str]]:
     return _finish(normalized, problems)
 
 
-def parse_json_with_warnings(raw: str | bytes | dict[str, Any]) -> tuple[Job, list[str]]:
+def parse_json_with_warnings(
+    raw: str | bytes | dict[str, Any], limits: JobLimits = DEFAULT_LIMITS
+) -> tuple[Job, list[str]]:
     """Parse Nomad JSON: `{"Job": {...}}` (as POSTed to /v1/jobs) or a bare job object."""
     problems = Problems()
     normalized = json_spec.parse_job_data(json_spec.load(raw), problems)
-    return _finish(normalized, problems)
+    return _finish(normalized, problems, limits)
 
 
 def parse_hcl(text: str) -> Job:
@@ -70,9 +73,11 @@ def parse_job_file(path: str | os.PathLike[str]) -> Job:
     return parse_job_file_with_warnings(path)[0]
 
 
-def _finish(normalized: dict[str, Any] | None, problems: Problems) -> tuple[Job, list[str]]:
+def _finish(
+    normalized: dict[str, Any] | None, problems: Problems, limits: JobLimits = DEFAULT_LIMITS
+) -> tuple[Job, list[str]]:
     if problems.errors or normalized is None:
         raise ValidationError(problems.errors or ["job specification is empty"])
     job = canonicalize(build_job(normalized))
-    validate(job)
+    validate(job, limits)
     return job, problems.warnings

@@ -17,10 +17,8 @@ from contracts.errors import ValidationError
 from contracts.job import MAX_PRIORITY, MIN_PRIORITY, Job, JobType, Task, TaskGroup
 from contracts.job import ReschedulePolicy as Reschedule
 from contracts.job import UpdateStrategy as Update
+from contracts.jobspec.limits import DEFAULT_LIMITS, JobLimits, limit_problems
 
-# The most allocations one group may ask for: drover is built for a million allocations in
-# all, and a count beyond that is a mistake (or an attack) rather than a plan.
-MAX_GROUP_COUNT = 1_000_000
 MIN_CPU = 1
 MIN_MEMORY_MB = 10  # Nomad's Resources.MinResources floor
 _SYSTEM_TYPES = (JobType.SYSTEM, JobType.SYSBATCH)
@@ -32,9 +30,10 @@ _NEEDS_RTARGET = frozenset(
 )
 
 
-def validate(job: Job) -> None:
-    """Raise one ValidationError listing every problem; return None when the job is sound."""
-    problems = job_problems(job)
+def validate(job: Job, limits: JobLimits = DEFAULT_LIMITS) -> None:
+    """Raise one ValidationError listing every problem; return None when the job is sound
+    and within the server's `limits`."""
+    problems = limit_problems(job, limits) + job_problems(job)
     if problems:
         raise ValidationError(problems)
 
@@ -83,8 +82,7 @@ def _group(job: Job, tg: TaskGroup, where: str, out: list[str]) -> None:
         out.append(f"{where}: name is required")
     if tg.count < 0:
         out.append(f"{where}: count {tg.count} must not be negative")
-    elif tg.count > MAX_GROUP_COUNT:
-        out.append(f"{where}: count {tg.count} is above the limit of {MAX_GROUP_COUNT}")
+
     if tg.ephemeral_disk_mb < 0:
         out.append(f"{where}: ephemeral_disk.size {tg.ephemeral_disk_mb} must not be negative")
     _scaling(job, tg, where, out)

@@ -29,6 +29,28 @@ def _demo(args: argparse.Namespace) -> int:
     return run_demo(nodes=args.nodes, workers=args.workers, seed=args.seed)
 
 
+def _job_limits(args: argparse.Namespace) -> Any:
+    from contracts.jobspec.limits import JobLimits
+
+    values = {
+        "count": args.job_max_count,
+        "groups": args.job_max_groups,
+        "tasks": args.job_max_tasks,
+        "meta-bytes": args.job_max_meta_bytes,
+        "bytes": args.job_max_bytes,
+    }
+    for name, value in values.items():
+        if value < 1:
+            raise CliError(f"-job-max-{name}: expected a number >= 1, got {value}", code=2)
+    return JobLimits(
+        max_count=values["count"],
+        max_groups=values["groups"],
+        max_tasks=values["tasks"],
+        max_meta_bytes=values["meta-bytes"],
+        max_job_bytes=values["bytes"],
+    )
+
+
 def _agent(args: argparse.Namespace) -> int:
     if not args.dev:
         raise CliError("agent: only -dev mode is available so far", code=2)
@@ -68,6 +90,7 @@ def _agent(args: argparse.Namespace) -> int:
         else None,
         autoscaler_prometheus_address=args.autoscaler_prometheus_addr,
         load_time_factor=args.load_time_factor,
+        job_limits=_job_limits(args),
     )
     system = DroverSystem(config)
     stop = threading.Event()
@@ -131,6 +154,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=1.0,
         help="mock load models run this many times faster than real time (experiments)",
     )
+    from contracts.jobspec.limits import DEFAULT_LIMITS as LIMITS
+
+    for name, default, what in (
+        ("count", LIMITS.max_count, "allocations one group may ask for"),
+        ("groups", LIMITS.max_groups, "task groups in a job"),
+        ("tasks", LIMITS.max_tasks, "tasks in a group"),
+        ("meta-bytes", LIMITS.max_meta_bytes, "bytes of a job's meta blocks"),
+        ("bytes", LIMITS.max_job_bytes, "bytes of a submitted job"),
+    ):
+        _flag(agent, f"-job-max-{name}", type=int, default=default, help=f"most {what}")
     agent.set_defaults(handler=_agent, needs_client=False)
 
     job.add_parser(commands, _flag)

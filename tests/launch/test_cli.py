@@ -48,6 +48,14 @@ def test_validate_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "nope.nomad" in capsys.readouterr().err
 
 
+def test_agent_job_limits_must_be_positive(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(["agent", "-dev", "-data-dir", str(tmp_path), "-job-max-tasks", "0"])
+    assert code == 2
+    assert capsys.readouterr().err == "drover: -job-max-tasks: expected a number >= 1, got 0\n"
+
+
 def test_agent_dev_starts_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     """`drover agent -dev` brings the system up on the embedded defaults, and Ctrl-C stops
     the actors, Ray and the Redis server it started: every process it started is gone."""

@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from actors.agent.core import FleetSpec
 from actors.state import StateReader
 from contracts import Job
+from contracts.jobspec.limits import JobLimits
 from contracts.messages import LeaderRequest, LeaderResponse
 from contracts.usage import UsageReport
 
@@ -26,6 +27,7 @@ class AclToken:
 
 class Backend(Protocol):
     acl_enabled: bool
+    job_limits: JobLimits  # the server's limits on a submitted job
 
     def snapshot(self) -> StateReader:
         """The API's read replica as of now."""

@@ -13,7 +13,7 @@ from actors.api.core.http_types import ApiResponse
 from actors.state import StateReader
 from contracts import ClientStatus, Job, ValidationError, to_wire
 from contracts.jobspec import parse_hcl_with_warnings, parse_json_with_warnings
-from contracts.jobspec.validate import MAX_GROUP_COUNT
+from contracts.jobspec.limits import size_problem
 from contracts.messages import LeaderResponse, RequestKind
 
 JOB_TABLES = ("jobs",)
@@ -30,8 +30,12 @@ def _parse_job(body: dict[str, Any], call: Call) -> tuple[Job, list[str]]:
     raw = body.get("Job")
     if not isinstance(raw, dict):
         raise bad_request("Job: expected a job object in the request body")
+    limits = call.backend.job_limits
+    too_big = size_problem(len(call.request.body or b""), limits)
+    if too_big is not None:
+        raise bad_request(too_big)
     try:
-        job, warnings = parse_json_with_warnings({"Job": raw})
+        job, warnings = parse_json_with_warnings({"Job": raw}, limits)
     except ValidationError as exc:
         raise bad_request("; ".join(exc.problems)) from None
     if "namespace" in call.request.query and job.namespace != call.namespace:
@@ -304,8 +308,9 @@ def scale(call: Call) -> ApiResponse:
     count = body.get("Count")
     if count is not None and (not isinstance(count, int) or isinstance(count, bool)):
         raise bad_request(f"Count: expected an integer, got {count!r}")
-    if count is not None and not 0 <= count <= MAX_GROUP_COUNT:
-        raise bad_request(f"Count: {count} is outside 0..{MAX_GROUP_COUNT} (the limit of a group)")
+    top = call.backend.job_limits.max_count
+    if count is not None and not 0 <= count <= top:
+        raise bad_request(f"Count: {count} is outside 0..{top} (the limit of a group)")
     message = body.get("Message", "")
     meta = body.get("Meta") or {}
     if not isinstance(message, str) or not isinstance(meta, dict):

@@ -24,13 +24,20 @@ from actors.state import StateReader, StateStore
 from actors.worker.core.scheduler import new_scheduler
 from contracts import DrainStrategy, EvalStatus, Job
 from contracts.errors import NotFoundError, ValidationError
+from contracts.jobspec.limits import DEFAULT_LIMITS, JobLimits
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
 from contracts.usage import UsageReport
 
 
 class MemoryBackend:
-    def __init__(self, acl_enabled: bool = False, address: str = "127.0.0.1:4646") -> None:
+    def __init__(
+        self,
+        acl_enabled: bool = False,
+        address: str = "127.0.0.1:4646",
+        job_limits: JobLimits = DEFAULT_LIMITS,
+    ) -> None:
         self.acl_enabled = acl_enabled
+        self.job_limits = job_limits
         self.address = address  # where an HTTP server would serve this API
         self.store = StateStore()
         ids = (f"id-{n:04d}" for n in itertools.count())

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import threading
 
+from actors.agent.core import FleetSpec
 from actors.api.core import Api
 from actors.api.core.shapes import job_to_nomad
 from contracts.jobspec import parse_job_file, parse_json
+from contracts.jobspec.limits import JobLimits
 
 from .conftest import Client, MemoryBackend
 
@@ -260,3 +262,21 @@ def test_parse_endpoint(call: Client) -> None:
     assert parsed.body["Type"] == "service"
     broken = call("POST", "/v1/jobs/parse", {"JobHCL": 'job "x" { group "g" { count = "a" } }'})
     assert broken.status == 400 and "count" in broken.body
+
+
+def test_the_servers_job_limits_are_400s_naming_the_limit() -> None:
+    backend = MemoryBackend(job_limits=JobLimits(max_count=5, max_job_bytes=20_000))
+    backend.apply_fleet(FleetSpec(name="sim", count=2, cpu_mhz=4000, memory_mb=8192))
+    call = Client(Api(backend))
+    before = backend.store.latest_index()
+    refused = call("POST", "/v1/jobs", {"Job": web_job(6)})
+    assert refused.status == 400
+    assert 'group "frontend": count 6 is above the limit of 5' in refused.body
+    padded = web_job(1)
+    padded["Meta"] = {"pad": "x" * 30_000}
+    big = call("POST", "/v1/jobs", {"Job": padded})
+    assert big.status == 400 and "bytes, above the limit of 20000" in big.body
+    assert backend.store.latest_index() == before  # nothing written
+    assert call("POST", "/v1/jobs", {"Job": web_job(5)}).status == 200
+    scaled = call("POST", "/v1/job/web/scale", {"Count": 6, "Target": {"Group": "frontend"}})
+    assert scaled.status == 400 and "Count: 6 is outside 0..5" in scaled.body
