@@ -112,6 +112,13 @@ class ApiService:
             response = self.send(request)
         except LeaderUnanswered as exc:
             raise ApiError(503, str(exc)) from None
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            # Reads still come from this API's replica; a write cannot reach the leader.
+            raise ApiError(
+                503,
+                f"Redis is unreachable ({exc}): the request did not reach the leader; retry"
+                " when it is back",
+            ) from None
         if response.ok and response.index:
             self.replica.wait_for(response.index, WRITE_VISIBLE_TIMEOUT_S)
         return response

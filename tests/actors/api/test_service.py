@@ -133,3 +133,35 @@ def test_without_a_fleet_manager_a_fleet_is_refused_with_the_reason(
         api.apply_fleet(FleetSpec(name="sim", count=2, cpu_mhz=4000, memory_mb=4096))
     assert refused.value.status == 400 and "no simulated fleets" in refused.value.message
     assert list(api.fleets()) == []
+
+
+def test_a_write_while_redis_is_unreachable_is_a_503_and_reads_go_on(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    from actors.streams import connect
+    from actors.streams.leader_link import LeaderLink
+    from launch.redis_server import EmbeddedRedis
+
+    names = StreamNames("down")
+    with EmbeddedRedis(tmp_path_factory.mktemp("redis-down"), appendonly=False) as server:
+        leader = LeaderService(connect(server.url), names)
+        leader.start()
+        stop = threading.Event()
+        thread = threading.Thread(target=leader.run, args=(stop,), daemon=True)
+        thread.start()
+        link = LeaderLink(connect(server.url), names, "api", timeout_s=5.0).start()
+        api = ApiService(connect(server.url), names, link.send).start()
+        try:
+            assert api.write(LeaderRequest(RequestKind.REGISTER_JOB, job=job("before"))).ok
+            server.stop()
+            with pytest.raises(ApiError) as info:
+                api.write(LeaderRequest(RequestKind.REGISTER_JOB, job=job("during")))
+            assert info.value.status == 503
+            assert "Redis is unreachable" in info.value.message
+            # the replica still answers what it had
+            assert api.snapshot().job("default", "before") is not None
+        finally:
+            stop.set()
+            api.stop()
+            link.stop()
+            thread.join(timeout=10)
