@@ -15,6 +15,8 @@ duration of the block). Pipelines are not: create one per use.
 
 from __future__ import annotations
 
+import urllib.parse
+
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
@@ -42,3 +44,16 @@ def connect(
         protocol=PROTOCOL,
         client_name=client_name,
     )
+
+
+def redacted(url: str) -> str:
+    """`url` with its password replaced by `***`, for what is printed or logged."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    netloc = f"{user}:***@{host}"
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))

@@ -60,6 +60,7 @@ def _agent(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from actors.agent.core import FleetSpec
+    from actors.streams.client import redacted
     from launch.system import DroverSystem, SystemConfig
 
     started = time.monotonic()
@@ -101,7 +102,7 @@ def _agent(args: argparse.Namespace) -> int:
         nodes = len(system.client()._read("nodes"))
         print(
             f"drover agent -dev started in {time.monotonic() - started:.1f}s: "
-            f"API {system.http_address}, redis {system.redis_url}, "
+            f"API {system.http_address}, redis {redacted(system.redis_url)}, "
             f"{len(system.workers)} scheduler workers, {len(system.agents)} client agents, "
             f"{nodes} nodes. Ctrl-C stops it.",
             flush=True,
