@@ -1,7 +1,12 @@
 """The HTTP server: a threaded stdlib server in front of the API core.
 
-Each request runs on its own thread (blocking queries hold theirs while they wait). Bodies
-over `max_body_bytes` are refused with 413 before they are read; JSON answers carry Nomad's
+Each connection runs on its own thread (blocking queries hold theirs while they wait), so
+connections are bounded: past `max_connections` a new one is answered 503 at once and
+closed, and a client that stays silent for `idle_timeout_s` (its request line, headers or
+body, or the next request on a keep-alive connection) is disconnected, so idle or slow
+clients cannot hold every thread. The listen backlog is 1,024, not the socket module's 5,
+so a burst of honest clients is queued rather than refused. Bodies over `max_body_bytes`
+are refused with 413 before they are read; JSON answers carry Nomad's
 `X-Nomad-Index`, `X-Nomad-KnownLeader` and `X-Nomad-LastContact` headers; errors answer with
 their status and a one-line plain-text message, as Nomad does.
 """
@@ -24,6 +29,14 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ADDR = "127.0.0.1:4646"
 MAX_BODY_BYTES = 8 * 1024 * 1024
+MAX_CONNECTIONS = 1024
+IDLE_TIMEOUT_S = 30.0
+LISTEN_BACKLOG = 1024
+BUSY = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Content-Length: 40\r\nConnection: close\r\n\r\n"
+    b"too many connections; retry in a moment\n"
+)
 
 
 def parse_addr(addr: str) -> tuple[str, int]:
@@ -42,6 +55,8 @@ class _Handler(BaseHTTPRequestHandler):
     wbufsize = 1 << 16
 
     def setup(self) -> None:
+        # A silent client times out (socket.timeout ends the connection in handle()).
+        self.timeout = self.server.idle_timeout_s
         super().setup()
         with contextlib.suppress(OSError):  # not a TCP socket
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -105,12 +120,46 @@ class _Handler(BaseHTTPRequestHandler):
 class ApiHttpServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = LISTEN_BACKLOG
 
-    def __init__(self, addr: str, api: Api, max_body_bytes: int = MAX_BODY_BYTES) -> None:
+    def __init__(
+        self,
+        addr: str,
+        api: Api,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        *,
+        max_connections: int = MAX_CONNECTIONS,
+        idle_timeout_s: float = IDLE_TIMEOUT_S,
+    ) -> None:
         super().__init__(parse_addr(addr), _Handler)
         self.api = api
         self.max_body_bytes = max_body_bytes
+        self.max_connections = max_connections
+        self.idle_timeout_s = idle_timeout_s
+        self._open = threading.BoundedSemaphore(max_connections)
+        self.refused_connections = 0
         self._thread: threading.Thread | None = None
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """A thread for the connection if one is free; else a 503 and the door."""
+        if not self._open.acquire(blocking=False):
+            self.refused_connections += 1
+            with contextlib.suppress(OSError):
+                request.settimeout(1.0)
+                request.sendall(BUSY)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._open.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._open.release()
 
     @property
     def address(self) -> str:
