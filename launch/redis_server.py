@@ -26,10 +26,12 @@ import logging
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
@@ -124,11 +126,21 @@ class _Spawner:
                 future.set_exception(exc)
 
 
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
 class EmbeddedRedis:
     """A `redis-server` child process on `<data_dir>/redis.sock`.
 
     reuse: when a live server already answers on the socket, attach to it instead of raising
     `RedisAlreadyRunning`; an attached server is not ours, so `stop()` leaves it running.
+    tcp_host: also serve TCP on that address (a free port), for a Ray cluster's other hosts;
+    `tcp_url` is then what they connect to. password: required of every client (both
+    listeners); it reaches redis-server in a config file only its user can read, never on
+    its command line, and `url`/`tcp_url` carry it.
     """
 
     def __init__(
@@ -140,8 +152,15 @@ class EmbeddedRedis:
         executable: Path | None = None,
         start_timeout: float = 10.0,
         extra_args: Sequence[str] = (),
+        tcp_host: str | None = None,
+        password: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir).resolve()
+        if password is not None and any(c in password for c in '"\\\n\r '):
+            raise ValueError("password: quotes, backslashes and whitespace are not allowed")
+        self.tcp_host = tcp_host
+        self.password = password
+        self.tcp_port: int | None = None
         self.appendonly = appendonly
         self.reuse = reuse
         self.executable = executable
@@ -159,7 +178,17 @@ class EmbeddedRedis:
 
     @property
     def url(self) -> str:
+        if self.password:
+            return f"unix://{self.socket_path}?password={urllib.parse.quote(self.password)}"
         return f"unix://{self.socket_path}"
+
+    @property
+    def tcp_url(self) -> str:
+        """`redis://:password@host:port/0`; only with `tcp_host`, once started."""
+        if self.tcp_host is None or self.tcp_port is None:
+            raise RedisServerError("this redis-server serves no TCP port")
+        auth = f":{urllib.parse.quote(self.password, safe='')}@" if self.password else ""
+        return f"redis://{auth}{self.tcp_host}:{self.tcp_port}/0"
 
     @property
     def log_path(self) -> Path:
@@ -211,9 +240,14 @@ class EmbeddedRedis:
         return self
 
     def _spawn(self, exe: Path) -> None:
+        listen: tuple[str, ...] = ("--port", "0")
+        if self.tcp_host is not None:
+            self.tcp_port = _free_port(self.tcp_host)
+            listen = ("--port", str(self.tcp_port), "--bind", self.tcp_host)
         args = [
             str(exe),
-            *("--port", "0"),
+            *self._auth_config(),
+            *listen,
             *("--unixsocket", str(self.socket_path)),
             *("--unixsocketperm", "700"),
             *("--dir", str(self.data_dir)),
@@ -317,10 +351,21 @@ class EmbeddedRedis:
 
     # -- helpers --------------------------------------------------------------------------
 
+    def _auth_config(self) -> tuple[str, ...]:
+        """A config file (the first argument) holding the password, readable by us only."""
+        if not self.password:
+            return ()
+        path = self.data_dir / "auth.conf"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as file:
+            file.write(f'requirepass "{self.password}"\n')
+        return (str(path),)
+
     def _client(self, timeout: float) -> redis.Redis:
         # Short timeouts and no built-in retry: these calls only probe or stop the server.
         return redis.Redis(
             unix_socket_path=str(self.socket_path),
+            password=self.password,
             socket_timeout=timeout,
             socket_connect_timeout=timeout,
             retry=Retry(NoBackoff(), 0),

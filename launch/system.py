@@ -17,6 +17,7 @@ import contextlib
 import functools
 import logging
 import os
+import secrets
 import threading
 import time
 import uuid
@@ -120,12 +121,25 @@ class DroverSystem:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
+    def _start_embedded_redis(self) -> str:
+        """The embedded Redis: a unix socket on one machine; on a Ray cluster (`ray_address`)
+        also TCP on this host's address with a generated password, which the actors get in
+        the URL passed to them through Ray (never on a command line; printed redacted)."""
+        folder = self.config.data_dir / "redis"
+        if not self.config.ray_address:
+            self.redis = EmbeddedRedis(folder).start()
+            return self.redis.url
+        host = ray.util.get_node_ip_address()
+        self.redis = EmbeddedRedis(
+            folder, tcp_host=host, password=secrets.token_urlsafe(24)
+        ).start()
+        return self.redis.tcp_url
+
     def start(self) -> DroverSystem:
         config = self.config
         config.data_dir.mkdir(parents=True, exist_ok=True)
         if not self.redis_url:
-            self.redis = EmbeddedRedis(config.data_dir / "redis").start()
-            self.redis_url = self.redis.url
+            self.redis_url = self._start_embedded_redis()
         if not ray.is_initialized():
             if config.ray_address:
                 ray.init(

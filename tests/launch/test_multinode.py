@@ -160,3 +160,17 @@ def test_a_job_whose_ray_task_is_queued_stays_pending_until_it_runs(
     (alloc,) = client.wait_for_allocs("queued", count=1, timeout_s=DEADLINE_S)
     assert ran_on(tmp_path, alloc.id) == node.id
     assert holder_driver.poll(holder, time.time()).state is TaskState.COMPLETE
+
+
+def test_the_embedded_redis_is_served_over_tcp_with_a_password(system: DroverSystem) -> None:
+    """With -ray-address the actors (and the agents on every node) get a TCP URL with a
+    generated password: what the other tests of this module run on."""
+    import redis
+
+    url = system.redis_url
+    assert url.startswith("redis://:") and "@" in url and not url.startswith("unix")
+    assert system.redis is not None and system.redis.password
+    anonymous = url.replace(f":{system.redis.password}@", "")
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis.from_url(anonymous).ping()
+    assert redis.Redis.from_url(url).ping()

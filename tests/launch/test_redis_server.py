@@ -196,3 +196,22 @@ def test_a_server_started_by_a_short_lived_thread_outlives_the_thread(data_dir: 
         assert "SIGTERM" not in server.log_path.read_text(errors="replace")
     finally:
         server.stop()
+
+
+def test_tcp_with_a_password_kept_off_the_command_line(data_dir: Path) -> None:
+    """For a Ray cluster's other hosts: TCP beside the socket, a password on both, given to
+    redis-server in a file only we can read."""
+    password = "pw-" + "x" * 20
+    with EmbeddedRedis(data_dir, tcp_host="127.0.0.1", password=password) as server:
+        assert server.tcp_url.startswith(f"redis://:{password}@127.0.0.1:")
+        assert connect(server.tcp_url).ping()
+        assert connect(server.url).ping()  # the socket too, with the password in its URL
+        anonymous = server.tcp_url.replace(f":{password}@", "")
+        with pytest.raises(redis.AuthenticationError):
+            connect(anonymous).ping()
+        assert server.pid is not None
+        assert password not in " ".join(psutil.Process(server.pid).cmdline())
+        conf = data_dir / "auth.conf"
+        assert stat.S_IMODE(conf.stat().st_mode) == 0o600
+    with pytest.raises(ValueError, match="password"):
+        EmbeddedRedis(data_dir, password='a"b')
