@@ -20,19 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from actors.experiments.core.pool_run import ClusterStats, PoolRun, check_rules
+
+__all__ = ["Allocations", "ClusterModel", "ClusterStats", "DelayFn", "NodePool", "Unlimited"]
+
 DelayFn = Callable[[], float]
-
-
-@dataclass(slots=True)
-class ClusterStats:
-    """What the cluster cost and what it held back, over the whole run."""
-
-    node_hours: float = 0.0  # nodes (provisioning ones included: they are paid for) x time
-    peak_nodes: int = 0
-    blocked_alloc_hours: float = 0.0  # time-integral of the blocked allocations
-    blocked_allocs: int = 0  # allocations that had to wait for room (each time one did)
-    nodes_provisioned: int = 0  # beyond the initial ones
-    nodes_removed: int = 0
 
 
 class Allocations(Protocol):
@@ -126,14 +118,10 @@ class NodePool:
     def __post_init__(self) -> None:
         if self.allocs_per_node < 1:
             raise ValueError("allocs_per_node must be at least 1")
-        if self.node_delay_s < 0 or self.node_idle_s < 0:
-            raise ValueError("node_delay_s and node_idle_s must not be negative")
-        top = math.inf if self.max_nodes is None else self.max_nodes
-        if not 0 <= self.min_nodes <= self.initial_nodes <= top:
-            raise ValueError("need 0 <= min_nodes <= initial_nodes <= max_nodes")
+        check_rules(self)
 
     def start(self, count: int) -> Allocations:
-        return _PoolRun(self, count)
+        return _PoolRun(count, rules=self)
 
 
 @dataclass(slots=True)
@@ -145,29 +133,19 @@ class _Node:
 
 
 @dataclass(slots=True)
-class _PoolRun:
-    pool: NodePool
+class _PoolRun(PoolRun[_Node, NodePool]):
     start_count: int
-    nodes: dict[int, _Node] = field(default_factory=dict)
     room: dict[int, _Node] = field(default_factory=dict)  # nodes with a free slot
-    # Placed allocations sorted by ready time, with each one's node at the same index:
-    # ready counts bisect, scale-in truncates (the latest ready first).
-    ready_at: list[float] = field(default_factory=list)
-    node_of: list[int] = field(default_factory=list)
+    node_of: list[int] = field(default_factory=list)  # the node of each `ready_at` entry
     blocked: deque[float] = field(default_factory=deque)  # start delays, oldest first
     provisioning: list[float] = field(default_factory=list)  # heap of node ready times
-    removals: list[tuple[float, int]] = field(default_factory=list)  # heap (time, node seq)
     counted: int = 0  # the oldest blocked ones already counted in `blocked_allocs`
-    node_s: float = 0.0  # integrals in seconds (exact for whole-second runs), hours at the end
-    blocked_s: float = 0.0
-    totals: ClusterStats = field(default_factory=ClusterStats)
-    seq: int = 0
 
     def __post_init__(self) -> None:
-        per = self.pool.allocs_per_node
+        per = self.rules.allocs_per_node
         need = -(-self.start_count // per)
-        top = need if self.pool.max_nodes is None else min(need, self.pool.max_nodes)
-        for _ in range(max(self.pool.initial_nodes, top)):
+        top = need if self.rules.max_nodes is None else min(need, self.rules.max_nodes)
+        for _ in range(max(self.rules.initial_nodes, top)):
             self._add_node(0.0, 0.0)
         self.totals.nodes_provisioned = 0
         for _ in range(self.start_count):
@@ -179,9 +157,6 @@ class _PoolRun:
     @property
     def count(self) -> int:
         return len(self.ready_at) + len(self.blocked)
-
-    def ready(self, t: float) -> int:
-        return bisect.bisect_right(self.ready_at, t)
 
     def scale(self, t: float, target: int, delay: DelayFn) -> None:
         count = self.count
@@ -198,76 +173,35 @@ class _PoolRun:
             self.counted = min(self.counted, len(self.blocked))
             for _ in range(drop):
                 self.ready_at.pop()
-                self._free(t, self.nodes[self.node_of.pop()])
+                node = self.nodes[self.node_of.pop()]
+                self.room[node.seq] = node
+                self._emptied(t, node)
             self._place_blocked(t)
         self._due(t)
 
-    def next_point(self, t: float, end: float) -> float:
-        i = bisect.bisect_right(self.ready_at, t)
-        nxt = self.ready_at[i] if i < len(self.ready_at) and self.ready_at[i] < end else end
-        if self.provisioning and self.provisioning[0] < nxt:
-            nxt = self.provisioning[0]
-        removals = self.removals
-        while removals and not self._removable(*removals[0]):
-            heapq.heappop(removals)
-        if removals and removals[0][0] < nxt:
-            nxt = removals[0][0]
-        return nxt
+    def _next_node_ready(self) -> float | None:
+        return self.provisioning[0] if self.provisioning else None
 
-    def step(self, t: float, p: float) -> None:
-        dt = p - t
-        self.node_s += len(self.nodes) * dt
-        self.blocked_s += len(self.blocked) * dt
-        self._due(p)
-
-    def stats(self) -> ClusterStats | None:
-        self.totals.node_hours = self.node_s / 3600.0
-        self.totals.blocked_alloc_hours = self.blocked_s / 3600.0
-        return self.totals
+    def _blocked_now(self) -> int:
+        return len(self.blocked)
 
     # -- nodes ------------------------------------------------------------------------------
 
     def _add_node(self, t: float, ready_s: float) -> _Node:
         self.seq += 1
         node = _Node(self.seq, ready_s, idle_from=ready_s)
-        self.nodes[node.seq] = node
         self.room[node.seq] = node
-        self.totals.nodes_provisioned += 1
-        self.totals.peak_nodes = max(self.totals.peak_nodes, len(self.nodes))
         if ready_s > t:
             heapq.heappush(self.provisioning, ready_s)
-        self._idle(node)
+        self._joined(node)
         return node
-
-    def _idle(self, node: _Node) -> None:
-        heapq.heappush(self.removals, (node.idle_from + self.pool.node_idle_s, node.seq))
-
-    def _removable(self, at: float, seq: int) -> bool:
-        node = self.nodes.get(seq)
-        return (
-            node is not None
-            and node.used == 0
-            and node.idle_from + self.pool.node_idle_s == at
-            and len(self.nodes) > self.pool.min_nodes
-        )
-
-    def _free(self, t: float, node: _Node) -> None:
-        node.used -= 1
-        self.room[node.seq] = node
-        if node.used == 0:
-            node.idle_from = max(t, node.ready_s)
-            self._idle(node)
 
     def _due(self, p: float) -> None:
         """Nodes that are ready at `p`, and idle nodes whose time is up."""
         while self.provisioning and self.provisioning[0] <= p:
             heapq.heappop(self.provisioning)
-        while self.removals and self.removals[0][0] <= p:
-            at, seq = heapq.heappop(self.removals)
-            if self._removable(at, seq):
-                del self.nodes[seq]
-                del self.room[seq]
-                self.totals.nodes_removed += 1
+        for node in self._expired(p):
+            del self.room[node.seq]
         # A node becoming ready or leaving gives no room to the blocked here (they are blocked
         # only while every node, provisioning ones too, is full), but other models may.
 
@@ -277,13 +211,13 @@ class _PoolRun:
         """Place the blocked allocations, oldest first, asking for the nodes they need."""
         if not self.blocked:
             return
-        per = self.pool.allocs_per_node
+        per = self.rules.allocs_per_node
         free = sum(per - n.used for n in self.room.values())
         short = len(self.blocked) - free
         if short > 0:
-            limit = math.inf if self.pool.max_nodes is None else self.pool.max_nodes
+            limit = math.inf if self.rules.max_nodes is None else self.rules.max_nodes
             for _ in range(int(min(-(-short // per), limit - len(self.nodes)))):
-                self._add_node(t, t + self.pool.node_delay_s)
+                self._add_node(t, t + self.rules.node_delay_s)
         while self.blocked and self.room:
             self._place(t, self._best(t), self.blocked.popleft())
             self.counted = max(0, self.counted - 1)
@@ -298,7 +232,7 @@ class _PoolRun:
 
     def _place(self, t: float, node: _Node, delay: float) -> None:
         node.used += 1
-        if node.used == self.pool.allocs_per_node:
+        if node.used == self.rules.allocs_per_node:
             del self.room[node.seq]
         ready_s = max(t + delay, node.ready_s)
         i = bisect.bisect_right(self.ready_at, ready_s)

@@ -32,7 +32,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from actors.agent.core.fingerprint import FleetSpec, simulated_nodes
-from actors.experiments.core.cluster import Allocations, ClusterStats, DelayFn
+from actors.experiments.core.cluster import Allocations, DelayFn
+from actors.experiments.core.pool_run import PoolRun, check_rules
 from actors.leader.core.inprocess_planner import InProcessPlanner
 from actors.state import StateStore
 from actors.worker.core.scheduler import new_scheduler
@@ -98,14 +99,10 @@ class CorePool:
             raise ValueError("need at least one node shape")
         if any(s.fit(self.ask) < 1 for s in self.shapes):
             raise ValueError("every node shape must hold at least one allocation")
-        if self.node_delay_s < 0 or self.node_idle_s < 0:
-            raise ValueError("node_delay_s and node_idle_s must not be negative")
-        top = math.inf if self.max_nodes is None else self.max_nodes
-        if not 0 <= self.min_nodes <= self.initial_nodes <= top:
-            raise ValueError("need 0 <= min_nodes <= initial_nodes <= max_nodes")
+        check_rules(self)
 
     def start(self, count: int) -> Allocations:
-        return _CoreRun(self, count)
+        return _CoreRun(count, rules=self)
 
 
 @dataclass(slots=True)
@@ -128,27 +125,17 @@ class _Wait:
 
 
 @dataclass(slots=True)
-class _CoreRun:
-    pool: CorePool
+class _CoreRun(PoolRun[_Node, CorePool]):
     start_count: int
     store: StateStore = field(default_factory=StateStore)
     planner: InProcessPlanner = field(init=False)
-    nodes: dict[int, _Node] = field(default_factory=dict)
     seq_of: dict[str, int] = field(default_factory=dict)  # node id -> seq
-    # Placed allocations sorted by ready time, their ids at the same index: ready counts
-    # bisect, scale-in takes from the end (the latest ready first).
-    ready_at: list[float] = field(default_factory=list)
-    alloc_ids: list[str] = field(default_factory=list)
+    alloc_ids: list[str] = field(default_factory=list)  # of each `ready_at` entry
     node_of: dict[str, int] = field(default_factory=dict)  # alloc id -> node seq
     waiting: deque[_Wait] = field(default_factory=deque)  # oldest first
     provisioning: list[tuple[float, int]] = field(default_factory=list)  # heap (ready, seq)
     coming: int = 0  # allocations the provisioning nodes will hold
-    removals: list[tuple[float, int]] = field(default_factory=list)  # heap (time, node seq)
     counted: int = 0  # blocked allocations already counted in `blocked_allocs`
-    node_s: float = 0.0
-    blocked_s: float = 0.0
-    totals: ClusterStats = field(default_factory=ClusterStats)
-    seq: int = 0
     ids: int = 0
     now_s: float = 0.0
     evaluations: int = 0  # scheduler invocations
@@ -156,7 +143,7 @@ class _CoreRun:
 
     def __post_init__(self) -> None:
         self.planner = InProcessPlanner(self.store)
-        for _ in range(self.pool.initial_nodes):
+        for _ in range(self.rules.initial_nodes):
             self._add_node(0.0, 0.0)
         self.waiting.extend(_Wait(0.0) for _ in range(self.start_count))
         self._place_blocked(0.0, settle=True)
@@ -173,9 +160,6 @@ class _CoreRun:
         """Waiting allocations that no provisioning node will take."""
         return max(0, len(self.waiting) - self.coming)
 
-    def ready(self, t: float) -> int:
-        return bisect.bisect_right(self.ready_at, t)
-
     def scale(self, t: float, target: int, delay: DelayFn) -> None:
         count = self.count
         if target > count:
@@ -190,63 +174,31 @@ class _CoreRun:
         self._place_blocked(t)
         self._due(t)
 
-    def next_point(self, t: float, end: float) -> float:
-        i = bisect.bisect_right(self.ready_at, t)
-        nxt = self.ready_at[i] if i < len(self.ready_at) and self.ready_at[i] < end else end
-        if self.provisioning and self.provisioning[0][0] < nxt:
-            nxt = self.provisioning[0][0]
-        removals = self.removals
-        while removals and not self._removable(*removals[0]):
-            heapq.heappop(removals)
-        if removals and removals[0][0] < nxt:
-            nxt = removals[0][0]
-        return nxt
+    def _next_node_ready(self) -> float | None:
+        return self.provisioning[0][0] if self.provisioning else None
 
-    def step(self, t: float, p: float) -> None:
-        dt = p - t
-        self.node_s += len(self.nodes) * dt
-        self.blocked_s += self.blocked * dt
-        self._due(p)
-
-    def stats(self) -> ClusterStats | None:
-        self.totals.node_hours = self.node_s / 3600.0
-        self.totals.blocked_alloc_hours = self.blocked_s / 3600.0
-        return self.totals
+    def _blocked_now(self) -> int:
+        return self.blocked
 
     # -- nodes ------------------------------------------------------------------------------
 
     def _add_node(self, t: float, ready_s: float) -> _Node:
         self.seq += 1
-        shape = self.pool.shapes[(self.seq - 1) % len(self.pool.shapes)]
+        shape = self.rules.shapes[(self.seq - 1) % len(self.rules.shapes)]
         (node,) = simulated_nodes(
             FleetSpec(f"n{self.seq}", 1, cpu_mhz=shape.cpu_mhz, memory_mb=shape.memory_mb)
         )
         load = ReservedResources(cpu=shape.load_cpu, memory_mb=shape.load_memory_mb)
         node = dataclasses.replace(node, reserved_resources=load)
-        entry = _Node(self.seq, node, shape.fit(self.pool.ask), ready_s, idle_from=ready_s)
-        self.nodes[entry.seq] = entry
+        entry = _Node(self.seq, node, shape.fit(self.rules.ask), ready_s, idle_from=ready_s)
         self.seq_of[node.id] = entry.seq
-        self.totals.nodes_provisioned += 1
-        self.totals.peak_nodes = max(self.totals.peak_nodes, len(self.nodes))
         if ready_s > t:
             heapq.heappush(self.provisioning, (ready_s, entry.seq))
             self.coming += entry.fit
         else:
             self.store.commit(UpsertNodes((node,)))
-        self._idle(entry)
+        self._joined(entry)
         return entry
-
-    def _idle(self, node: _Node) -> None:
-        heapq.heappush(self.removals, (node.idle_from + self.pool.node_idle_s, node.seq))
-
-    def _removable(self, at: float, seq: int) -> bool:
-        node = self.nodes.get(seq)
-        return (
-            node is not None
-            and node.used == 0
-            and node.idle_from + self.pool.node_idle_s == at
-            and len(self.nodes) > self.pool.min_nodes
-        )
 
     def _due(self, p: float) -> None:
         """Nodes ready at `p` join the store and take the waiting; idle nodes whose time is
@@ -260,12 +212,7 @@ class _CoreRun:
             self.store.commit(UpsertNodes(tuple(joined)))
             if self.waiting:  # before removals: a node asked for is not idle on arrival
                 self._place_blocked(p)
-        gone = []
-        while self.removals and self.removals[0][0] <= p:
-            at, seq = heapq.heappop(self.removals)
-            if self._removable(at, seq):
-                gone.append(self.nodes.pop(seq).node.id)
-                self.totals.nodes_removed += 1
+        gone = [node.node.id for node in self._expired(p)]
         if gone:
             self.store.commit(DeleteNodes(tuple(gone)))
 
@@ -277,12 +224,12 @@ class _CoreRun:
         if self.waiting:
             self._schedule(t)
         if self.blocked:
-            ready_now = settle or self.pool.node_delay_s == 0
-            limit = math.inf if self.pool.max_nodes is None else self.pool.max_nodes
+            ready_now = settle or self.rules.node_delay_s == 0
+            limit = math.inf if self.rules.max_nodes is None else self.rules.max_nodes
             added = 0
             short = self.blocked
             while short > 0 and len(self.nodes) < limit:
-                node = self._add_node(t, t if ready_now else t + self.pool.node_delay_s)
+                node = self._add_node(t, t if ready_now else t + self.rules.node_delay_s)
                 short -= node.fit
                 added += 1
             if added and ready_now:
@@ -358,17 +305,14 @@ class _CoreRun:
         for alloc_id in ids:
             node = self.nodes[self.node_of.pop(alloc_id)]
             updates.append(AllocClientUpdate(alloc_id, ClientStatus.COMPLETE, node_id=node.node.id))
-            node.used -= 1
-            if node.used == 0:
-                node.idle_from = max(t, node.ready_s)
-                self._idle(node)
+            self._emptied(t, node)
         self.store.commit(UpdateAllocsClientStatus(tuple(updates)))
         self.store.commit(DeleteEvals((), tuple(ids)))
 
     # -- identities -------------------------------------------------------------------------
 
     def _job(self, count: int) -> Job:
-        task = Task("task", "mock", {}, resources=self.pool.ask)
+        task = Task("task", "mock", {}, resources=self.rules.ask)
         group = TaskGroup("group", count=count, tasks=(task,))
         return Job(id=JOB_ID, name=JOB_ID, type=JobType.SERVICE, task_groups=(group,))
 
