@@ -23,7 +23,7 @@ gave the sequential records. A grid on a 2-core machine must use both cores.
 
 Without the shared trace the bench stops (exit 2) unless `--synthetic`: a noisy daily cycle of
 the GenAI trace's mean rate (0.0135 requests/s) over the same span, points every minute. One
-JSON line. The traces are found as bench.keepalive.shared_traces() finds them.
+JSON line. The traces are found by bench.shared.shared_traces().
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ from actors.experiments.core.catalog import build
 from actors.experiments.grid import RunSpec, expand
 from actors.experiments.runner import check_traces, ray_session, run_one, run_ray, run_sequential
 from actors.experiments.traces import demand_for
-from bench.keepalive import TRACE, shared_traces
+from bench.keepalive import TRACE
+from bench.shared import shared_traces
 from contracts.experiments import ExperimentSpec, parse_experiment
 
 DAY_S = 86_400.0

@@ -15,14 +15,12 @@ per policy: `policy`, `requests`, `cold_starts`, `cold_start_share`, `prewarms`,
 fixed keep-alive (cold-start share and idle instance-hours both lower or equal, one lower),
 and `front`: the policies no other one dominates.
 
-The traces are found at DROVER_SHARED_TRACES, else ../shared/data/traces next to the checkout,
-else /work/shared/data/traces (the order tests/contracts/traces/test_requests.py uses).
+The traces are found by bench.shared.shared_traces().
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +31,7 @@ import orjson
 
 from actors.experiments.core.faas import KeepAlive, TraceService, simulate_faas
 from actors.experiments.core.hybrid import HybridKeepAlive, IdleHistogram
+from bench.shared import shared_traces
 from contracts.traces.requests import GENAI, read_requests
 from contracts.traces.samples import read_samples
 
@@ -42,15 +41,6 @@ FIXED_PENALTY_S = 22.7  # the base-model load p50 (reference note, B2)
 FIXED_MIN = (5, 10, 20, 60)
 HYBRID_H = (1, 2, 4)
 DAY_S = 86_400.0
-
-
-def shared_traces() -> Path:
-    """The shared traces folder (which may be absent: callers check the files)."""
-    env = os.environ.get("DROVER_SHARED_TRACES")
-    beside = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
-    candidates = [Path(env)] if env else []
-    candidates += [beside, Path("/work/shared/data/traces")]
-    return next((p for p in candidates if p.is_dir()), beside)
 
 
 def load_latencies_s(path: Path) -> list[float]:

@@ -12,7 +12,7 @@ import itertools
 import re
 from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from contracts.autoscaling import Policy
 from contracts.experiments.fields import (
@@ -43,17 +43,7 @@ PolicyKind = Literal[
     "policy-file",
     "python",
 ]
-POLICY_KINDS: tuple[PolicyKind, ...] = (
-    "target-value",
-    "threshold",
-    "hpa",
-    "dstack",
-    "keep-alive",
-    "hybrid-histogram",
-    "nomad",
-    "policy-file",
-    "python",
-)
+POLICY_KINDS: tuple[PolicyKind, ...] = get_args(PolicyKind)
 
 
 def setting(check: Check, default: Any = MISSING, *, key: str | None = None) -> Any:
@@ -341,8 +331,8 @@ class TraceSpec:
 
 CostMetric = Literal["allocation-hours", "idle-memory", "node-hours"]
 SloMetric = Literal["violation-minutes", "cold-start-share", "violated-requests"]
-COST_METRICS: tuple[CostMetric, ...] = ("allocation-hours", "idle-memory", "node-hours")
-SLO_METRICS: tuple[SloMetric, ...] = ("violation-minutes", "cold-start-share", "violated-requests")
+COST_METRICS: tuple[CostMetric, ...] = get_args(CostMetric)
+SLO_METRICS: tuple[SloMetric, ...] = get_args(SloMetric)
 
 
 @dataclass(frozen=True, slots=True)

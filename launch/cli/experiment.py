@@ -58,8 +58,8 @@ def _load(path: str) -> ExperimentSpec:
 
 
 def _executor(args: argparse.Namespace) -> Executor:
-    """How the runs run: the simulator, in this process (-no-ray) or as Ray tasks. A live
-    mode (replaying the traces through a running drover, `-live`) adds its executor here."""
+    """How the simulated runs run: in this process (-no-ray) or as Ray tasks. (`-live`
+    replays through a running drover instead: run_live.)"""
     if args.no_ray:
         return lambda spec, runs, progress: run_sequential(runs, progress)
     if args.parallel is not None and args.parallel < 1:
@@ -103,7 +103,8 @@ def run_live(args: argparse.Namespace, spec: ExperimentSpec) -> int:
     except ValidationError as exc:
         raise CliError(f"{args.file}: {exc}") from None
     directory = args.output or os.path.join(DEFAULT_OUTPUT, spec.name)
-    where = args.address or os.environ.get("DROVER_ADDR") or "a drover started here"
+    address = args.address or os.environ.get("DROVER_ADDR")
+    where = address or "a drover started here"
     print(
         f"live: {len(plan.replays)} replays on {where}, about {plan.real_seconds:.0f} s",
         file=sys.stderr,
@@ -117,12 +118,7 @@ def run_live(args: argparse.Namespace, spec: ExperimentSpec) -> int:
                 done[name] = fraction
                 bar(1)
 
-        results = live_experiment.run(
-            plan,
-            address=args.address or os.environ.get("DROVER_ADDR"),
-            token=args.token,
-            progress=progress,
-        )
+        results = live_experiment.run(plan, address=address, token=args.token, progress=progress)
     doc = live_experiment.document(spec, plan, results)
     try:
         files = live_experiment.write(doc, directory)

@@ -14,7 +14,8 @@ import ray
 
 from bench import experiments
 from bench.experiments import DAY_S, grid_targets, trace_doc
-from bench.keepalive import TRACE, shared_traces
+from bench.keepalive import TRACE
+from bench.shared import shared_traces
 
 
 def genai_traces() -> Path:

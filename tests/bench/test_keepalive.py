@@ -12,6 +12,7 @@ import pytest
 
 from bench import keepalive
 from bench.keepalive import TRACE, dominates, summary
+from bench.shared import shared_traces
 
 
 def test_dominance_is_lower_or_equal_in_both_and_lower_in_one() -> None:
@@ -24,7 +25,7 @@ def test_dominance_is_lower_or_equal_in_both_and_lower_in_one() -> None:
 
 
 def test_the_first_three_days_of_the_genai_trace() -> None:
-    traces = keepalive.shared_traces()
+    traces = shared_traces()
     if not (traces / TRACE).is_file():
         message = f"the shared GenAI trace is missing: {traces / TRACE}"
         if os.environ.get("CI") == "true":  # the repo's rule: CI runs what the README promises

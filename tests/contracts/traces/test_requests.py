@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.shared import shared_traces
 from contracts.errors import ValidationError
 from contracts.traces.requests import (
     AZURE_LLM,
@@ -19,14 +20,7 @@ from contracts.traces.requests import (
     read_requests,
 )
 
-# The shared traces sit next to the checkout (../shared); a clone elsewhere finds them at
-# DROVER_SHARED_TRACES or the workspace's /work/shared.
-_CANDIDATES = [
-    Path(os.environ["DROVER_SHARED_TRACES"]) if os.environ.get("DROVER_SHARED_TRACES") else None,
-    Path(__file__).resolve().parents[4] / "shared" / "data" / "traces",
-    Path("/work/shared/data/traces"),
-]
-SHARED = next((p for p in _CANDIDATES if p is not None and p.is_dir()), _CANDIDATES[1])
+SHARED = shared_traces()
 
 
 def write(path: Path, text: str) -> str:

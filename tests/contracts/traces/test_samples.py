@@ -64,7 +64,7 @@ def test_missing_and_broken_files(tmp_path: Path) -> None:
 
 
 def test_the_shared_genai_load_latencies() -> None:
-    from bench.keepalive import shared_traces
+    from bench.shared import shared_traces
 
     path = shared_traces() / LATENCIES
     if not path.is_file():

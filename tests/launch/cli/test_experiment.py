@@ -16,6 +16,7 @@ import ray
 import yaml
 
 from actors.experiments.core.catalog import validate
+from bench.shared import shared_traces
 from contracts.experiments import load_experiment, parse_experiment
 
 Cli = Callable[..., tuple[int, str, str]]
@@ -23,20 +24,7 @@ ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "examples" / "experiments"
 SYNTHETIC = EXAMPLES / "synthetic-shapes.yaml"
 PNG = b"\x89PNG\r\n\x1a\n"
-SHARED = next(
-    (
-        p
-        for p in (
-            Path(os.environ["DROVER_SHARED_TRACES"])
-            if os.environ.get("DROVER_SHARED_TRACES")
-            else None,
-            ROOT.parent / "shared" / "data" / "traces",
-            Path("/work/shared/data/traces"),
-        )
-        if p is not None and p.is_dir()
-    ),
-    None,
-)
+SHARED = shared_traces() if shared_traces().is_dir() else None
 
 TINY = """
 name: tiny
