@@ -266,12 +266,9 @@ class SchedulerBase:
     def _coalesce_failure(self, task_group: str) -> bool:
         """If the group already failed a placement in this pass, count another one against
         that failure (Nomad's CoalescedFailures) and say so; the caller records a first one."""
-        metric = self.failed_tg_allocs.get(task_group)
-        if metric is None:
+        if task_group not in self.failed_tg_allocs:
             return False
-        self.failed_tg_allocs[task_group] = dataclasses.replace(
-            metric, coalesced_failures=metric.coalesced_failures + 1
-        )
+        self._coalesce_failures(task_group, 1)
         return True
 
     # -- allocations --------------------------------------------------------------------------
