@@ -448,6 +448,7 @@ def _process_ids(system: DroverSystem, load_pid: int) -> dict[str, list[int]]:
         "broker": pids(system.broker),
         "workers": pids(*system.workers),
         "agent": pids(*system.agents.values()),
+        "autoscaler": pids(system.autoscaler) if system.autoscaler is not None else [],
         "redis": [int(connect(system.redis_url).info("server")["process_id"])],
     }
 

@@ -10,6 +10,7 @@ Wire form: `{"Index": 7, "Term": 1, "Type": "UpsertAllocs", "Change": {...Pascal
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -384,6 +385,7 @@ def decode_entry(
     terminal_updates_only: bool = False,
     compact: bool = False,
     jobs_as_evals: bool = False,
+    keep_job: Callable[[dict[str, Any]], bool] | None = None,
 ) -> LogEntry:
     """Parse and validate an entry; raises CodecError naming the JSON path of a bad field.
 
@@ -395,7 +397,9 @@ def decode_entry(
     UpdateClientStatusRows: validated, records not built), for stores that build records
     only when something reads them.
     jobs_as_evals: a job registration is read as the evaluations it carries (UpsertEvals),
-    its job left undecoded, for followers that never read jobs (the broker)."""
+    its job left undecoded, for followers that never read jobs (the broker).
+    keep_job: with jobs_as_evals, the registrations whose raw `Change` it accepts are read
+    whole, for followers that read only some jobs (the autoscaler: those with policies)."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -416,7 +420,12 @@ def decode_entry(
     index = from_wire(int, data["Index"], "$.Index")
     term = from_wire(int, data["Term"], "$.Term")
     change: StateChange
-    if cls is UpsertJob and jobs_as_evals and isinstance(data["Change"], dict):
+    if (
+        cls is UpsertJob
+        and jobs_as_evals
+        and isinstance(data["Change"], dict)
+        and (keep_job is None or not keep_job(data["Change"]))
+    ):
         evals = from_wire(tuple[Evaluation, ...], data["Change"].get("Evals"), "$.Change.Evals")
         if data["Change"].get("KeepVersion") is not True:
             # The store gives a registration's evals the job's new modify index (its own).

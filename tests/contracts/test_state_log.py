@@ -177,3 +177,24 @@ def test_a_follower_that_never_reads_jobs_gets_a_registration_as_its_evals() -> 
     data["Change"]["Evals"][0]["Status"] = 5
     with pytest.raises(CodecError, match=r"\$\.Change\.Evals\[0\]\.Status"):
         decode_entry(orjson.dumps(data), jobs_as_evals=True)
+
+
+def test_keep_job_reads_the_registrations_it_accepts_whole() -> None:
+    from contracts import Evaluation, Job
+    from contracts.state_log import UpsertEvals, UpsertJob
+
+    ev = Evaluation(id="e1", job_id="web")
+    raw = encode_entry(LogEntry(3, 1, UpsertJob(Job(id="web", name="web"), (ev,))))
+    seen: list[dict[str, object]] = []
+
+    def keep(change: dict[str, object]) -> bool:
+        seen.append(change)
+        return change["Job"]["ID"] == "web"  # type: ignore[index]
+
+    whole = decode_entry(raw, jobs_as_evals=True, keep_job=keep).change
+    assert isinstance(whole, UpsertJob) and whole.job.id == "web"
+    assert seen and seen[0]["Evals"]
+    as_evals = decode_entry(raw, jobs_as_evals=True, keep_job=lambda change: False).change
+    assert isinstance(as_evals, UpsertEvals) and [e.id for e in as_evals.evals] == ["e1"]
+    # Without jobs_as_evals every registration is whole, keep_job or not.
+    assert isinstance(decode_entry(raw, keep_job=lambda change: False).change, UpsertJob)

@@ -414,3 +414,34 @@ scaling "sim" {
     assert held["Outcome"] == "cooldown" and again.asked == []
     assert restarted.delete_policy(policy_id) == [policy_id]
     assert cluster.client.hlen(policies_key(NAMES.prefix)) == 0
+
+
+def test_jobs_without_policies_are_not_held_and_a_policy_added_later_is_taken_up(
+    cluster: Cluster,
+) -> None:
+    clock = Clock()
+    service = new_autoscaler(cluster, clock)
+    plain = web_hcl().replace('job "web"', 'job "plain"')
+    plain = plain[: plain.index("scaling")] + plain[plain.index("task "):]
+    cluster.run_job(plain)
+    system = plain.replace('job "plain" {', 'job "sys" {\n  type = "system"')
+    cluster.run_job(system)
+    evaluate(service, cluster, clock, 1)
+    state = service.replica.store
+    # Read as its evaluations only: the replica never decoded the policy-less service job.
+    assert state.job("default", "plain") is None
+    assert state.evals_by_job("default", "plain")
+    sys_job = state.job("default", "sys")  # held: its allocations may count as system ones
+    assert sys_job is not None and sys_job.type == "system"
+    # The same job registered again with a policy is read whole and its policy starts.
+    cluster.run_job(web_hcl().replace('job "web"', 'job "plain"'))
+    evaluate(service, cluster, clock, 1)
+    held = state.job("default", "plain")
+    assert held is not None and held.task_groups[0].scaling is not None
+    assert service.policy(group_policy_id("default", "plain", "api")) is not None
+    # Once held, an update that drops the policy is read whole too, and the policy stops.
+    cluster.run_job(plain)
+    evaluate(service, cluster, clock, 1)
+    held = state.job("default", "plain")
+    assert held is not None and held.task_groups[0].scaling is None
+    assert service.policy(group_policy_id("default", "plain", "api")) is None

@@ -1,0 +1,41 @@
+"""Which job registrations the autoscaler's replica decodes whole.
+
+The autoscaler reads, of jobs, only their scaling policies, the target status of the groups
+that have one (count, stop, scaling events) and whether a job is a system job (its
+allocations may be ignored by the `empty_ignore_system` node selector). A cluster of many
+small jobs without policies would otherwise cost it a full job decode and store update for
+each registration, as much as the API's replica pays. Every other registration is read as
+the evaluations it carries (`decode_entry(jobs_as_evals=True, keep_job=...)`), as the
+broker reads all of them.
+
+A registration is read whole when its job has a `scaling` block in any group, is a system
+or sysbatch job, carries scaling events, or is a job the replica already holds (an update
+may remove a policy or change the type, and the stored version must follow). Anything not
+shaped as expected is read whole too, so that the decoder names the bad field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+SYSTEM_TYPES = frozenset({"system", "sysbatch"})
+
+
+def wants_job(change: dict[str, Any], held: Callable[[str, str], bool]) -> bool:
+    """Whether the autoscaler decodes the raw `UpsertJob` change whole; `held(namespace,
+    job_id)`: whether its replica holds that job."""
+    job = change.get("Job")
+    if not isinstance(job, dict):
+        return True
+    if change.get("ScalingEvents"):
+        return True
+    namespace, job_id = job.get("Namespace", "default"), job.get("ID")
+    if not isinstance(namespace, str) or not isinstance(job_id, str):
+        return True
+    if job.get("Type") in SYSTEM_TYPES or held(namespace, job_id):
+        return True
+    groups = job.get("TaskGroups")
+    if not isinstance(groups, list):
+        return True
+    return any(not isinstance(g, dict) or g.get("Scaling") is not None for g in groups)
