@@ -176,6 +176,25 @@ class AppendScalingEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class JobImage:
+    """A job as a snapshot holds it: the current record, the version history (newest
+    first) and the groups' scaling events (newest first), each exactly as stored."""
+
+    job: Job
+    versions: tuple[Job, ...] = ()
+    scaling: dict[str, tuple[ScalingEvent, ...]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RestoreJobs:
+    """Jobs of a snapshot. Never committed to the log: it appears only in snapshot chunks,
+    which a store applies verbatim (indexes and versions as recorded, see
+    actors/state/image.py), as it does their UpsertNodes, UpsertEvals and UpsertAllocs."""
+
+    jobs: tuple[JobImage, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class UpsertAllocRows:
     """UpsertAllocs as a follower may read it: the allocations left in their compact groups
     (`decode_entry(..., compact=True)`), for a store that builds the records only when
@@ -224,6 +243,7 @@ StateChange: TypeAlias = (
     | UpsertAllocs
     | UpdateAllocsClientStatus
     | AppendScalingEvent
+    | RestoreJobs
     | UpsertAllocRows
     | UpdateClientStatusRows
 )
@@ -240,6 +260,7 @@ CHANGE_TYPES: dict[str, type[Any]] = {
         UpsertAllocs,
         UpdateAllocsClientStatus,
         AppendScalingEvent,
+        RestoreJobs,
     )
 }
 

@@ -126,6 +126,7 @@ class StateStore(TableReader):
         "_live_allocs",
         "_live_evals",
         "_lock",
+        "_shape",
         "_usage_table",
     )
 
@@ -143,6 +144,7 @@ class StateStore(TableReader):
     _table_index: dict[str, int]
 
     def __init__(self, shards: int = 256, alloc_shards: int = 16384, node_shards: int = 1) -> None:
+        self._shape = (shards, alloc_shards, node_shards)
         self._latest = 0
         self._table_index = {}
         self._jobs = CowMap(shards)
@@ -197,6 +199,14 @@ class StateStore(TableReader):
             handler(entry.change, entry.index)
             self._refresh_job_statuses(entry.index)
             self._latest = entry.index
+
+    def reset(self) -> None:
+        """Empty the store in place, before a snapshot is restored into it (image.py):
+        whoever holds the store sees the new state; earlier snapshots of it stay as they were."""
+        with self._lock:
+            lock = self._lock
+            type(self).__init__(self, *self._shape)
+            self._lock = lock
 
     def commit(self, change: StateChange, term: int = 0) -> int:
         """Apply `change` at the next index (the leader's path); returns that index."""
