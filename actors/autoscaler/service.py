@@ -61,7 +61,14 @@ from actors.streams.names import StreamNames
 from contracts.autoscaling import MetricPoint, MetricQuery, MetricReadError
 from contracts.codec import CodecError
 from contracts.messages import LeaderRequest, LeaderResponse
-from contracts.state_log import LogEntry, PurgeJob, UpsertJob, decode_entry, without_allocs
+from contracts.state_log import (
+    LogEntry,
+    PurgeJob,
+    RestoreJobs,
+    UpsertJob,
+    decode_entry,
+    without_allocs,
+)
 from contracts.usage import REPORT_TYPE, decode_report
 from observability import Telemetry
 
@@ -134,6 +141,7 @@ class AutoscalerService:
                 ),
             ),
             reduce=without_allocs,
+            on_reset=self._forget_log,
         )
         self.fleets = fleets or FleetTargets(
             RayFleetAgent(ray_namespace), redis_spec_lookup(client, names.fleets), clock
@@ -245,11 +253,29 @@ class AutoscalerService:
             self._dirty.update(change.removed)
             return list(change.removed)
 
+    def _forget_log(self) -> None:
+        """Before a reload from the snapshot (the replica fell behind the trimmed log): drop
+        what was read from the log; the snapshot's chunks bring it back (a policy whose job
+        is still there starts again, resuming its cooldown from the scaling events)."""
+        with self.lock:
+            self.alloc_counts.clear()
+            index = self.replica.store.latest_index()
+            for namespace, job_id in self.registry.job_keys():
+                result = self.registry.apply_job(namespace, job_id, None, index)
+                self._dirty.update(result.removed)
+
     def _on_entry(self, entry: LogEntry, state: StateStore) -> None:
         change = entry.change
         if isinstance(change, ALLOC_CHANGES):
             with self.lock:
                 self.alloc_counts.apply(change)
+            return
+        if isinstance(change, RestoreJobs):  # a snapshot's chunk
+            with self.lock:
+                for image in change.jobs:
+                    job = image.job
+                    result = self.registry.apply_job(job.namespace, job.id, job, entry.index)
+                    self._dirty.update(result.added + result.updated + result.removed)
             return
         if isinstance(change, UpsertJob):
             key = (change.job.namespace, change.job.id)

@@ -63,14 +63,9 @@ class BrokerService:
         self.names = names
         self.bus = StreamBus(client)
         self.capacity = capacity  # deliveries in flight at once: one per worker
-        self.broker = EvalBroker(
-            time.time, nack_timeout_s=nack_timeout_s, delivery_limit=delivery_limit
-        )
-        self.blocked = BlockedEvals()
-        self.feed = BrokerFeed(
-            self.broker, self.blocked, new_id=lambda: str(uuid.uuid4()), now_ns=time.time_ns
-        )
+        self._limits = (nack_timeout_s, delivery_limit)
         self.lock = threading.RLock()  # the replica thread and the loop share the cores
+        self._new_cores()
         # The broker follows evals and nodes; allocations are never decoded here, and of the
         # client reports only terminal ones (they free capacity) are.
         self.replica = LogReplica(
@@ -82,6 +77,7 @@ class BrokerService:
             decode=partial(
                 decode_entry, skip_allocs=True, terminal_updates_only=True, jobs_as_evals=True
             ),
+            on_reset=self._new_cores,
         )
         self._writes: list[Evaluation] = []
         self.stats = {"delivered": 0, "acked": 0, "nacked": 0, "stale_acks": 0}
@@ -97,6 +93,21 @@ class BrokerService:
             batch=256,
             block_ms=ack_block_ms,
         )
+
+    def _new_cores(self) -> None:
+        """Empty broker cores: at start, and before a reload from the snapshot (the replica
+        fell behind the trimmed log), which feeds them every evaluation again. Deliveries in
+        flight are forgotten: their workers' plans fail the token fence and the evals are
+        delivered again."""
+        nack_timeout_s, delivery_limit = self._limits
+        with self.lock:
+            self.broker = EvalBroker(
+                time.time, nack_timeout_s=nack_timeout_s, delivery_limit=delivery_limit
+            )
+            self.blocked = BlockedEvals()
+            self.feed = BrokerFeed(
+                self.broker, self.blocked, new_id=lambda: str(uuid.uuid4()), now_ns=time.time_ns
+            )
 
     def start(self) -> None:
         self.bus.ensure_group(self.names.acks, BROKER_GROUP)

@@ -20,6 +20,10 @@ from contracts.state_log import LogEntry, decode_entry, encode_entry
 _SCRIPT = (Path(__file__).with_name("commit.lua")).read_text()
 
 
+class LogGap(RuntimeError):
+    """Entries a reader needs were trimmed from the log (they are in a snapshot)."""
+
+
 class NotLeaderError(RuntimeError):
     """A newer leader holds the term: this one must stop writing."""
 
@@ -45,6 +49,7 @@ class DurableLog:
         self.names = names
         self._commit = client.register_script(_SCRIPT)
         self.term = 0
+        self.appended_bytes = 0  # encoded entries committed by this process (snapshot pacing)
 
     def acquire_term(self) -> int:
         """Become leader: every commit of an older term fails from now on."""
@@ -59,15 +64,15 @@ class DurableLog:
         self, expected_index: int, entries: Sequence[LogEntry], fences: Sequence[Fence | None]
     ) -> CommitOutcome:
         args: list[bytes | str | int] = [self.term, expected_index, len(entries)]
+        size = 0
         for entry, fence in zip(entries, fences, strict=True):
-            args += [
-                encode_entry(entry),
-                fence.eval_id if fence else "",
-                fence.token if fence else "",
-            ]
+            raw = encode_entry(entry)
+            size += len(raw)
+            args += [raw, fence.eval_id if fence else "", fence.token if fence else ""]
         keys = [self.names.index_key, self.names.term_key, self.names.log, self.names.tokens_key]
         reply = self._commit(keys=keys, args=args)
         if int(reply[0]) == 1:
+            self.appended_bytes += size
             return CommitOutcome(True, int(reply[1]))
         reason = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
         if reason == "term":
@@ -75,13 +80,21 @@ class DurableLog:
         return CommitOutcome(False, int(reply[2]), reason)
 
     def entries_after(self, index: int, batch: int = 1000) -> Iterator[LogEntry]:
-        """Replay the log from `index` (exclusive), in order."""
+        """Replay the log from `index` (exclusive), in order. Raises LogGap if the entry
+        after `index` was trimmed (load the snapshot first)."""
         start = f"{index + 1}-0"
+        expected = index + 1
         while True:
             rows = self.client.xrange(self.names.log, min=start, count=batch)
             if not rows:
                 return
-            for _, fields in rows:
-                yield decode_entry(fields[b"e"])
+            for row_id, fields in rows:
+                if fields is None:
+                    raise LogGap(f"log entry {row_id!r} has no fields")
+                entry = decode_entry(fields[b"e"])
+                if entry.index != expected:
+                    raise LogGap(f"the log has entry {entry.index} next, not {expected}")
+                expected += 1
+                yield entry
             last_id = rows[-1][0].decode() if isinstance(rows[-1][0], bytes) else rows[-1][0]
             start = f"({last_id}"

@@ -34,9 +34,11 @@ from actors.leader.core.leader import Decision, LeaderCore, plan_completes_eval
 from actors.leader.core.plan_queue import PlanQueue
 from actors.leader.durable_log import DurableLog, Fence, NotLeaderError
 from actors.leader.plan_hold import PlanHold
+from actors.leader.snapshots import SnapshotPolicy, SnapshotWriter
 from actors.leader.tracing import LeaderTracing
 from actors.process_settings import after_state_applied, tune_gc, when_idle
-from actors.state import StateStore
+from actors.runtime.snapshots import SnapshotStore, load_latest
+from actors.state import StateSnapshot, StateStore
 from actors.streams import GroupConsumer, StreamBus
 from actors.streams.envelope import registry_of
 from actors.streams.names import LEADER_GROUP, StreamNames
@@ -49,7 +51,7 @@ from contracts.messages import (
     PlanSubmission,
     RequestKind,
 )
-from contracts.state_log import LogEntry, StateChange
+from contracts.state_log import LogEntry, StateChange, decode_entry
 from observability import Telemetry
 
 log = logging.getLogger(__name__)
@@ -86,6 +88,7 @@ class LeaderService:
         block_ms: int = 50,
         now_ns: Callable[[], int] = time.time_ns,
         telemetry: Telemetry | None = None,
+        snapshot_policy: SnapshotPolicy | None = None,
     ) -> None:
         tune_gc()
         self.telemetry = telemetry or Telemetry.disabled("leader")
@@ -94,6 +97,8 @@ class LeaderService:
         self.names = names
         self.bus = StreamBus(client)
         self.durable = DurableLog(client, names)
+        self.snapshots = SnapshotStore(client, names)
+        self.snapshot_writer = SnapshotWriter(self.snapshots, snapshot_policy or SnapshotPolicy())
         self.store = StateStore()
         self.core = LeaderCore(self.store, now_ns=now_ns, new_id=lambda: str(uuid.uuid4()))
         self.heartbeats = HeartbeatTracker(heartbeat_ttl_s)
@@ -102,6 +107,7 @@ class LeaderService:
         # request re-read after a restart is answered, not applied again.
         self.applied: OrderedDict[str, int] = OrderedDict()
         self._inbox: queue.Queue[tuple[LeaderRequest, Future[LeaderResponse]]] = queue.Queue()
+        self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()  # loop-thread work
         # Entries decided and applied but not yet durable: a batch's unfenced requests
         # commit together (see `_handle_batch`); None outside a batch.
         self._staged: list[LogEntry] | None = None
@@ -157,13 +163,15 @@ class LeaderService:
         index = self.store.latest_index()
         self.reads.arm()
         try:
-            handled = self._consumer.poll_once(wait=self._inbox.empty())
+            handled = self._consumer.poll_once(wait=self._inbox.empty() and self._calls.empty())
         finally:
             self.reads.disarm()
         if self._deposed:  # found while handling (the consumer swallows handler errors)
             raise NotLeaderError(f"term {self.stats.term} is no longer current")
         handled += self._apply_held_if_due()  # released, or its deadline passed
         handled += self._drain_inbox()
+        while not self._calls.empty():
+            self._calls.get_nowait()()
         expired = self.heartbeats.expired(time.monotonic())
         if expired:
             self._commit(self.core.mark_nodes_down(expired))
@@ -179,9 +187,34 @@ class LeaderService:
         # the idle sweep off for good).
         if self.store.latest_index() != index:
             after_state_applied()
+            self._snapshot_if_due()
         else:
             when_idle()
         return handled
+
+    def _snapshot_if_due(self) -> None:
+        """Start a background snapshot once enough was committed since the last (between
+        batches: nothing staged, so the store and `applied` stand at a durable index)."""
+        writer = self.snapshot_writer
+        if self._staged or not writer.due(self.store.latest_index(), self.durable.appended_bytes):
+            return
+        writer.start(
+            self.store.snapshot(), self.applied, self.stats.term, self.durable.appended_bytes
+        )
+
+    def write_snapshot(self) -> int:
+        """Write a snapshot now and trim the log (for the actor's callers and tests); returns
+        its index. The view is taken on the loop's thread, between batches (at a durable
+        index); it is encoded and written on the caller's."""
+        view: Future[tuple[StateSnapshot, dict[str, int]]] = Future()
+        self._calls.put(lambda: view.set_result((self.store.snapshot(), dict(self.applied))))
+        self.reads.wake()
+        state, applied = view.result(timeout=30)
+        self.snapshot_writer.wait()
+        outcome = self.snapshot_writer.write(state, applied, self.stats.term)
+        if not outcome.ok:
+            raise RuntimeError(f"snapshot at {state.latest_index()} not switched: {outcome.reason}")
+        return state.latest_index()
 
     def submit(self, request: LeaderRequest, timeout_s: float = 30.0) -> LeaderResponse:
         """For the actor's methods (other threads): decided and committed on the loop thread."""
@@ -543,11 +576,16 @@ class LeaderService:
             log.warning("rebuilding the leader's store from the log failed; retrying")
 
     def _reload(self) -> None:
-        """A fresh store (and core over it) from the durable log, swapped in only once
-        complete (the actor's reads take snapshots of `store` from other threads)."""
+        """A fresh store (and core over it) from the latest snapshot and the log after it,
+        swapped in only once complete (the actor's reads take snapshots of `store` from
+        other threads)."""
         store = StateStore()
         applied: OrderedDict[str, int] = OrderedDict()
-        for entry in self.durable.entries_after(0):
+        header = load_latest(self.snapshots, store, decode_entry)
+        if header is not None:
+            applied.update(header.requests)
+        self.snapshot_writer.loaded(store.latest_index(), self.durable.appended_bytes)
+        for entry in self.durable.entries_after(store.latest_index()):
             store.apply(entry)
             if entry.request_id:
                 applied[entry.request_id] = entry.index

@@ -3,6 +3,12 @@ store. Workers schedule on its snapshots; the broker and client agents follow it
 
 Log entries have stream IDs `<index>-0`, so a replica resumes from its store's latest index
 and never applies an entry twice (StateStore.apply ignores indexes it already has).
+
+It starts from the latest snapshot (runtime/snapshots.py) when that is ahead of its store,
+then reads the log after it. The leader trims the log before its snapshots: a replica that
+finds the entry after its index gone (it lagged past the kept tail) reloads the snapshot,
+after `on_reset` has let its owner drop what it derived from the entries (its listener then
+sees the snapshot's records again, as chunks at the snapshot's index).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from typing import Any
 import redis
 
 from actors.process_settings import after_state_applied
+from actors.runtime.snapshots import SnapshotStore, load_latest
 from actors.state import StateSnapshot, StateStore
 from actors.streams.names import StreamNames
 from contracts.state_log import LogEntry, decode_entry
@@ -34,6 +41,7 @@ class LogReplica:
         listener: EntryListener | None = None,
         decode: EntryDecoder = decode_entry,
         reduce: EntryReducer | None = None,
+        on_reset: Callable[[], None] | None = None,
     ) -> None:
         """decode: how entries are read (a follower may skip what it never looks at);
         reduce: what of an entry goes into the local store (the listener still sees it
@@ -44,6 +52,9 @@ class LogReplica:
         self.listener = listener
         self.decode = decode
         self.reduce = reduce
+        self.on_reset = on_reset
+        self.snapshots = SnapshotStore(client, names)
+        self.snapshot_loads = 0  # snapshots loaded (at start, and after falling behind)
         self._applied = threading.Condition()
         # How long after the leader committed it the newest applied entry was applied: how
         # far behind the leader this follower reads (0 until an entry with a commit time).
@@ -74,6 +85,10 @@ class LogReplica:
             entry = self.decode(fields[b"e"])
             if entry.index <= self.store.latest_index():
                 continue
+            if entry.index > self.store.latest_index() + 1:
+                self._reload(entry.index)  # the entries between were trimmed
+                if entry.index <= self.store.latest_index():
+                    continue
             self.store.apply(self.reduce(entry) if self.reduce else entry)
             if self.listener is not None:
                 self.listener(entry, self.store)
@@ -87,6 +102,33 @@ class LogReplica:
                 self._applied.notify_all()
         return applied
 
+    def load_snapshot(self) -> bool:
+        """Rebuild the store from the latest snapshot if it is ahead of it."""
+        latest = self.store.latest_index()
+        if self.snapshots.latest_index() <= latest:
+            return False
+        if latest and self.on_reset is not None:
+            self.on_reset()
+        header = load_latest(
+            self.snapshots,
+            self.store,
+            self.decode,
+            reduce=self.reduce,
+            listener=self.listener,
+            newer_than=latest,
+        )
+        if header is None:
+            return False
+        self.snapshot_loads += 1
+        return True
+
+    def _reload(self, next_index: int) -> None:
+        latest = self.store.latest_index()
+        if not self.load_snapshot() or self.store.latest_index() + 1 < next_index:
+            raise RuntimeError(
+                f"the log lacks entries {latest + 1}..{next_index - 1} and no snapshot covers them"
+            )
+
     def catch_up_to(self, index: int, timeout_s: float) -> bool:
         """Read and apply the log on the caller's thread until `index` is applied (for
         followers with no tail thread); False if that took longer than `timeout_s`."""
@@ -99,7 +141,9 @@ class LogReplica:
         return True
 
     def load(self) -> int:
-        """Apply everything committed so far (at start or restart)."""
+        """Apply everything committed so far (at start or restart): the latest snapshot if
+        it is ahead of the store, then the log. Returns how many log entries were applied."""
+        self.load_snapshot()
         total = 0
         while True:
             applied = self.catch_up()

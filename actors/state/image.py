@@ -63,10 +63,23 @@ def image_changes(state: StateSnapshot) -> Iterator[StateChange]:
     )
     for jobs in _batches(images, JOBS_PER_CHUNK):
         yield RestoreJobs(jobs)
-    for evals in _batches(state.evals(), EVALS_PER_CHUNK):
-        yield UpsertEvals(evals)
-    for allocs in _batches(state.allocs(), ALLOCS_PER_CHUNK):
-        yield UpsertAllocs(allocs)
+    # Oldest first, so that the orders the store keeps (a job's evaluations and
+    # allocations, a node's allocations) come out as the log made them; a node's holds
+    # (earliest gang first) are ordered by Restore.
+    evals = sorted(state.evals(), key=_create_index)
+    for batch in _batches(evals, EVALS_PER_CHUNK):
+        yield UpsertEvals(batch)
+    allocs = [a for job in state.jobs() for a in state.allocs_by_job(job.namespace, job.id)]
+    if len(allocs) != state.alloc_count():  # allocations of purged jobs
+        listed = {a.id for a in allocs}
+        allocs += [a for a in state.allocs() if a.id not in listed]
+    allocs.sort(key=_create_index)
+    for placed in _batches(allocs, ALLOCS_PER_CHUNK):
+        yield UpsertAllocs(placed)
+
+
+def _create_index(record: Evaluation | Allocation) -> int:
+    return record.create_index
 
 
 def image_entries(state: StateSnapshot, term: int) -> Iterator[LogEntry]:
@@ -76,16 +89,21 @@ def image_entries(state: StateSnapshot, term: int) -> Iterator[LogEntry]:
 
 
 class Restore:
-    """Rebuilds `store` from a snapshot: `begin`, then `chunk` for each chunk's change (as a
-    follower's decoder and reducer left it), then `end` with the header. The store is empty
-    between `begin` and `end` as far as indexes go; readers holding earlier snapshots of it
-    keep them."""
+    """Rebuilds `store` from a snapshot: `begin` with its header, then `chunk` for each
+    chunk's change (as a follower's decoder and reducer left it), then `end`. From `begin`
+    on the store stands at the snapshot's index (a listener called between chunks sees it
+    there); readers holding earlier snapshots of it keep them."""
 
     def __init__(self, store: StateStore) -> None:
         self.store = store
+        self._blocked: list[Evaluation] = []
 
-    def begin(self) -> None:
-        self.store.reset()
+    def begin(self, header: SnapshotHeader) -> None:
+        store = self.store
+        with store._lock:
+            store.reset()
+            store._table_index = dict(header.table_index)
+            store._latest = header.index
 
     def chunk(self, change: StateChange) -> None:
         store = self.store
@@ -107,12 +125,15 @@ class Restore:
             else:
                 raise TypeError(f"not a snapshot chunk: {type(change).__name__}")
 
-    def end(self, header: SnapshotHeader) -> None:
+    def end(self) -> None:
         store = self.store
         with store._lock:
-            store._dirty.clear()
-            store._table_index = dict(header.table_index)
-            store._latest = header.index
+            # Blocked evals hold their instances in the order they were blocked in.
+            for ev in sorted(self._blocked, key=lambda e: e.modify_index):
+                store._blocked.setdefault((ev.namespace, ev.job_id), {})[ev.id] = None
+                store._hold_table.add(ev)
+            self._blocked = []
+            store._dirty.clear()  # statuses are as recorded: nothing to recompute
 
     def _job(self, image: JobImage) -> None:
         store, job = self.store, image.job
@@ -130,8 +151,7 @@ class Restore:
         if not ev.terminal():
             store._live_evals[key] = store._live_evals.get(key, 0) + 1
         if ev.status is EvalStatus.BLOCKED:
-            store._blocked.setdefault(key, {})[ev.id] = None
-            store._hold_table.add(ev)
+            self._blocked.append(ev)
 
     def _allocs(self, allocs: Iterable[Allocation]) -> None:
         store = self.store
@@ -150,7 +170,7 @@ def _expand(change: UpsertAllocRows) -> list[Allocation]:
 def restore(store: StateStore, header: SnapshotHeader, changes: Iterable[StateChange]) -> None:
     """Rebuild `store` from a snapshot's header and chunk changes (tests, tools)."""
     rebuild = Restore(store)
-    rebuild.begin()
+    rebuild.begin(header)
     for change in changes:
         rebuild.chunk(change)
-    rebuild.end(header)
+    rebuild.end()

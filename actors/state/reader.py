@@ -80,6 +80,10 @@ class TableReader:
     def table_index(self, table: str) -> int:
         return self._table_index.get(table, 0)
 
+    def table_indexes(self) -> dict[str, int]:
+        """Every table's index (what a snapshot records)."""
+        return dict(self._table_index)
+
     # Jobs
 
     def job(self, namespace: str, job_id: str) -> Job | None:

@@ -91,8 +91,12 @@ class StreamNames:
 
     @property
     def snapshot_key(self) -> str:
-        """String: the latest state snapshot."""
+        """String: the id of the latest state snapshot (actors/runtime/snapshots.py)."""
         return self._key("leader", "snapshot")
+
+    def snapshot_data(self, snapshot_id: str) -> str:
+        """List: a snapshot's header, then its chunks."""
+        return self._key("leader", "snapshot", snapshot_id)
 
     # -- the HTTP API's own keys ----------------------------------------------------------------
 

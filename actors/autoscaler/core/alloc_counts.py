@@ -95,6 +95,12 @@ class AllocCounts:
     def __len__(self) -> int:
         return len(self._live)
 
+    def clear(self) -> None:
+        """Forget every allocation (before the log is read again from a snapshot)."""
+        self._live.clear()
+        self._counts.clear()
+        self._nodes.clear()
+
     def is_live(self, alloc_id: str) -> bool:
         """Placed and not terminal (neither stopped by the scheduler nor finished)."""
         return alloc_id in self._live

@@ -137,6 +137,10 @@ class PolicyRegistry:
             if e.runnable and e.target.kind == "job-group" and e.group_key == key
         ]
 
+    def job_keys(self) -> list[tuple[str, str]]:
+        """The (namespace, job id) of every job with policies here."""
+        return list(self._by_job)
+
     def tracked_groups(self) -> set[GroupKey]:
         """The groups some evaluated policy reads metrics of: its target's, and those its
         checks name (`taskgroup_avg_cpu/<group>/<job>`, in the target's namespace)."""

@@ -422,7 +422,7 @@ def test_jobs_without_policies_are_not_held_and_a_policy_added_later_is_taken_up
     clock = Clock()
     service = new_autoscaler(cluster, clock)
     plain = web_hcl().replace('job "web"', 'job "plain"')
-    plain = plain[: plain.index("scaling")] + plain[plain.index("task "):]
+    plain = plain[: plain.index("scaling")] + plain[plain.index("task ") :]
     cluster.run_job(plain)
     system = plain.replace('job "plain" {', 'job "sys" {\n  type = "system"')
     cluster.run_job(system)

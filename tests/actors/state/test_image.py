@@ -142,6 +142,7 @@ def assert_same(want: StateStore, got: StateStore) -> None:
         assert got.job("default", job) == want.job("default", job)
         assert got.job_versions("default", job) == want.job_versions("default", job)
         assert got.scaling_events("default", job) == want.scaling_events("default", job)
+        # Creation order, except for a record moved to another node or job (never done).
         assert sorted(got.allocs_by_job("default", job), key=lambda a: a.id) == sorted(
             want.allocs_by_job("default", job), key=lambda a: a.id
         )
@@ -153,12 +154,14 @@ def assert_same(want: StateStore, got: StateStore) -> None:
     for node_id in NODES:
         assert got.node_usage(node_id) == want.node_usage(node_id)
         assert got.node_holds(node_id) == want.node_holds(node_id)
+        # Creation order, except across jobs placed by one entry (a plan places one job's)
+        # and for moved records.
         assert sorted(a.id for a in got.allocs_by_node(node_id)) == sorted(
             a.id for a in want.allocs_by_node(node_id)
         )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(before=ops, after=ops)
 def test_a_store_restored_from_its_image_answers_as_the_original(
     before: list[tuple[Any, ...]], after: list[tuple[Any, ...]]
