@@ -152,7 +152,7 @@ def test_a_deposed_leaders_snapshot_is_refused(
     old, halt_old = started(client, run_in_thread)
     register(old, "a")
     state = old.store.snapshot()
-    new, halt_new = started(client, run_in_thread)  # takes a newer term
+    _new, halt_new = started(client, run_in_thread)  # takes a newer term
     outcome = old.snapshot_writer.write(state, {}, old.stats.term)
     assert not outcome.ok and outcome.reason == "term"
     assert SnapshotStore(client, NAMES).latest_index() == 0
