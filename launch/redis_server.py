@@ -239,10 +239,31 @@ class EmbeddedRedis:
         self._spawn(exe)
         return self
 
-    def _spawn(self, exe: Path) -> None:
+    def restart(self, timeout_s: float = 120.0) -> Self:
+        """Start the server again after it died (killed, crashed): same socket, same TCP
+        port and password, same data directory, whose AOF it replays; every write it
+        acknowledged before it died is there again (the AOF is written before a reply
+        is sent). Raises RedisServerError if it is still running."""
+        if self._process is not None and self._process.poll() is None:
+            raise RedisServerError(f"redis-server {self._pid} is still running")
+        if self._process is None and self._pid is not None:
+            raise RedisServerError("a reused redis-server is not ours to restart")
+        self._cleanup()
+        if self.socket_path.exists():
+            self.socket_path.unlink()  # left by the dead server
+        start_timeout = self.start_timeout
+        self.start_timeout = max(start_timeout, timeout_s)  # a large AOF takes a while to load
+        try:
+            self._spawn(self.executable or bundled_executable(), keep_port=True)
+        finally:
+            self.start_timeout = start_timeout
+        return self
+
+    def _spawn(self, exe: Path, keep_port: bool = False) -> None:
         listen: tuple[str, ...] = ("--port", "0")
         if self.tcp_host is not None:
-            self.tcp_port = _free_port(self.tcp_host)
+            if not (keep_port and self.tcp_port):
+                self.tcp_port = _free_port(self.tcp_host)
             listen = ("--port", str(self.tcp_port), "--bind", self.tcp_host)
         args = [
             str(exe),

@@ -39,6 +39,7 @@ from actors.api.service import ApiService
 from actors.autoscaler.actor import AutoscalerActor, AutoscalerClient
 from actors.broker.actor import BrokerActor
 from actors.leader.actor import LeaderActor
+from actors.leader.snapshots import SnapshotPolicy
 from actors.streams.client import connect
 from actors.streams.leader_link import LeaderLink
 from actors.streams.names import StreamNames
@@ -57,6 +58,7 @@ log = logging.getLogger(__name__)
 LEADER_NAME = "drover-leader"
 FLEETS_AGENT = "sim"  # the one agent hosting every simulated fleet, configured or declared
 NODE_WATCH_S = 5.0  # how often nodes that joined the Ray cluster since are looked for
+REDIS_WATCH_S = 0.5  # how often the embedded Redis is checked
 DELETE_DEADLINE_S = 3600.0  # a deleted fleet's drain: Nomad's default drain deadline
 REAL_AGENT = "node-"  # agent IDs of the real agents: node-<Ray node ID prefix>
 
@@ -75,6 +77,8 @@ class SystemConfig:
     raw_exec: bool = False
     heartbeat_ttl_s: float = 10.0
     heartbeat_s: float = 2.0
+    # When the leader snapshots the state and trims the log (-snapshot-every/-snapshot-tail).
+    snapshot_policy: SnapshotPolicy = field(default_factory=SnapshotPolicy)
     # Mock tasks' load models run this many times faster than real time unless their `load`
     # sets its own `time_factor`: one clock factor for a whole experiment.
     load_time_factor: float = 1.0
@@ -112,6 +116,8 @@ class DroverSystem:
         self._real_node_ids: set[str] = set()
         self._stop_watch = threading.Event()
         self._node_watch: threading.Thread | None = None
+        self._redis_watch: threading.Thread | None = None
+        self.redis_restarts = 0  # times the embedded Redis died and was started again
         self.api: ApiService | None = None
         self.leader_link: LeaderLink | None = None
         self.http: ApiHttpServer | None = None
@@ -140,6 +146,10 @@ class DroverSystem:
         config.data_dir.mkdir(parents=True, exist_ok=True)
         if not self.redis_url:
             self.redis_url = self._start_embedded_redis()
+            self._redis_watch = threading.Thread(
+                target=self._watch_redis, args=(self._stop_watch,), daemon=True
+            )
+            self._redis_watch.start()
         if not ray.is_initialized():
             if config.ray_address:
                 ray.init(
@@ -169,7 +179,13 @@ class DroverSystem:
         self.leader = (
             ray.remote(LeaderActor)
             .options(name=LEADER_NAME, max_concurrency=16, **options)
-            .remote(url, prefix, config.heartbeat_ttl_s, **telemetry)
+            .remote(
+                url,
+                prefix,
+                config.heartbeat_ttl_s,
+                snapshot_policy=config.snapshot_policy,
+                **telemetry,
+            )
         )
         ray.get(self.leader.ready.remote())
         self.broker = (
@@ -478,6 +494,22 @@ class DroverSystem:
             except Exception:  # a Ray hiccup must not end the watch
                 log.warning("watching the Ray cluster's nodes failed", exc_info=True)
 
+    def _watch_redis(self, stop: threading.Event) -> None:
+        """The embedded Redis, started again on its data directory (AOF replayed, same
+        socket and port) if it dies; the actors reconnect with backoff meanwhile
+        (actors/runtime/reconnect.py) and the API answers 503."""
+        while not stop.wait(REDIS_WATCH_S):
+            server = self.redis
+            if server is None or not server.owned or server.running or stop.is_set():
+                continue
+            log.warning("the embedded redis-server died; starting it again on its AOF")
+            try:
+                server.restart()
+                self.redis_restarts += 1
+                log.warning("the embedded redis-server is back (pid %s)", server.pid)
+            except Exception:  # tried again on the next turn
+                log.exception("restarting the embedded redis-server failed")
+
     def _adopt_new_ray_nodes(self) -> list[str]:
         alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
         for node_id in self._real_node_ids - alive:
@@ -500,6 +532,9 @@ class DroverSystem:
         if self._node_watch is not None and self._node_watch.is_alive():
             self._node_watch.join(timeout=NODE_WATCH_S + 5)
         self._node_watch = None
+        if self._redis_watch is not None and self._redis_watch.is_alive():
+            self._redis_watch.join(timeout=REDIS_WATCH_S + 130)  # a restart may be loading
+        self._redis_watch = None
         if self.http is not None:
             _logged("the HTTP API server", self.http.stop)
             self.http = None

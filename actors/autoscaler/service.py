@@ -54,6 +54,7 @@ from actors.autoscaler.scaler import Scaler
 from actors.autoscaler.sources import PrometheusSource
 from actors.autoscaler.tracing import AutoscalerTracing
 from actors.process_settings import tune_gc
+from actors.runtime.reconnect import UNREACHABLE, Reconnecting
 from actors.runtime.replica import LogReplica
 from actors.state import StateReader, StateStore
 from actors.streams.envelope import BadMessage, decode_envelope
@@ -181,14 +182,13 @@ class AutoscalerService:
     def run(self, stop: threading.Event) -> None:
         tail = threading.Thread(target=self.replica.run, args=(stop, 100), daemon=True)
         tail.start()
+        reconnecting = Reconnecting(stop, "autoscaler")
         try:
             while not stop.is_set():
                 try:
-                    self.poll_once()
-                except redis.ConnectionError:
-                    if stop.is_set():
-                        return
-                    stop.wait(0.2)
+                    reconnecting(self.poll_once)
+                except UNREACHABLE:
+                    return  # raised only once stop is set
                 except Exception:  # never die: log it, count it, and go on
                     log.exception("autoscaler loop failed")
                     self.stats["loop_errors"] += 1

@@ -29,6 +29,7 @@ from actors.broker.core.errors import EvalBrokerError
 from actors.broker.core.feed import BrokerFeed
 from actors.broker.tracing import BrokerTracing
 from actors.process_settings import tune_gc, when_idle
+from actors.runtime.reconnect import UNREACHABLE, Reconnecting
 from actors.runtime.replica import LogReplica
 from actors.state import StateStore
 from actors.streams import GroupConsumer, StreamBus
@@ -124,14 +125,13 @@ class BrokerService:
     def run(self, stop: threading.Event) -> None:
         tail = threading.Thread(target=self.replica.run, args=(stop, 100), daemon=True)
         tail.start()
+        reconnecting = Reconnecting(stop, "broker")
         while not stop.is_set():
             try:
-                if not self.poll_once():
+                if not reconnecting(self.poll_once):
                     when_idle()
-            except redis.ConnectionError:
-                if stop.is_set():
-                    return
-                time.sleep(0.2)
+            except UNREACHABLE:
+                return  # raised only once stop is set
 
     def poll_once(self) -> bool:
         """One turn: acks read, queues ticked, deliveries and writes sent. False if there

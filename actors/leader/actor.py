@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from actors.leader.service import LeaderService
+from actors.leader.snapshots import SnapshotPolicy
 from actors.runtime.shell import ServiceShell, actor_telemetry
 from actors.state import StateSnapshot
 from actors.streams.client import connect
@@ -22,6 +24,7 @@ class LeaderActor(ServiceShell):
         *,
         telemetry_dir: str | None = None,
         tracing: bool = True,
+        snapshot_policy: SnapshotPolicy | None = None,
     ) -> None:
         self.telemetry = actor_telemetry("leader", "leader", telemetry_dir, tracing)
         self._serve(
@@ -30,8 +33,17 @@ class LeaderActor(ServiceShell):
                 StreamNames(prefix),
                 heartbeat_ttl_s=heartbeat_ttl_s,
                 telemetry=self.telemetry,
+                snapshot_policy=snapshot_policy,
             )
         )
+
+    def write_snapshot(self) -> int:
+        """Write a snapshot now and trim the log before its tail; returns its index."""
+        index: int = self.service.write_snapshot()
+        return index
+
+    def snapshot_stats(self) -> dict[str, object]:
+        return dataclasses.asdict(self.service.snapshot_writer.stats)
 
     def request(self, request: LeaderRequest) -> LeaderResponse:
         response: LeaderResponse = self.service.submit(request)

@@ -37,6 +37,7 @@ from actors.leader.plan_hold import PlanHold
 from actors.leader.snapshots import SnapshotPolicy, SnapshotWriter
 from actors.leader.tracing import LeaderTracing
 from actors.process_settings import after_state_applied, tune_gc, when_idle
+from actors.runtime.reconnect import UNREACHABLE, Reconnecting
 from actors.runtime.snapshots import SnapshotStore, load_latest
 from actors.state import StateSnapshot, StateStore
 from actors.streams import GroupConsumer, StreamBus
@@ -144,16 +145,15 @@ class LeaderService:
     # -- the loop ------------------------------------------------------------------------------
 
     def run(self, stop: threading.Event) -> None:
+        reconnecting = Reconnecting(stop, "leader")
         while not stop.is_set():
             try:
-                self.poll_once()
+                reconnecting(self.poll_once)
             except NotLeaderError:
                 log.error("a newer leader took over; stopping")
                 return
-            except redis.ConnectionError:
-                if stop.is_set():
-                    return
-                time.sleep(0.2)
+            except UNREACHABLE:
+                return  # raised only once stop is set
 
     def poll_once(self) -> int:
         if self._deposed:

@@ -21,6 +21,7 @@ from typing import Any
 import redis
 
 from actors.process_settings import after_state_applied
+from actors.runtime.reconnect import UNREACHABLE, Reconnecting
 from actors.runtime.snapshots import SnapshotStore, load_latest
 from actors.state import StateSnapshot, StateStore
 from actors.streams.names import StreamNames
@@ -170,11 +171,11 @@ class LogReplica:
         that brought entries is followed by that pause, so that the next one brings several:
         for followers that need not see each entry at once, every entry otherwise costs
         each of them a read of its own."""
+        reconnecting = Reconnecting(stop, "log replica")
         while not stop.is_set():
             try:
-                if self.catch_up(block_ms=block_ms) and linger_s:
-                    stop.wait(linger_s)
-            except redis.ConnectionError:
-                if stop.is_set():
-                    return
-                time.sleep(0.2)
+                applied = reconnecting(lambda: self.catch_up(block_ms=block_ms))
+            except UNREACHABLE:
+                return  # raised only once stop is set
+            if applied and linger_s:
+                stop.wait(linger_s)

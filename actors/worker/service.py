@@ -34,6 +34,7 @@ import redis
 from opentelemetry.trace import INVALID_SPAN, Span
 
 from actors.process_settings import tune_gc, when_idle
+from actors.runtime.reconnect import UNREACHABLE, Reconnecting
 from actors.runtime.replica import LogReplica
 from actors.state import StateReader
 from actors.state.job_scoped import JobScopedStore
@@ -325,26 +326,28 @@ class WorkerService:
         return self.store.snapshot_for_job(evaluation.namespace, evaluation.job_id)
 
     def run(self, stop: threading.Event) -> None:
+        reconnecting = Reconnecting(stop, f"worker {self.worker_id}")
         while not stop.is_set():
             try:
-                self.replica.catch_up()  # what was committed while we waited (no blocking)
-                if self._consumer.poll_once():
-                    self._last_delivery = time.monotonic()
-                else:
-                    # Idle: ack what is in flight; once quiet, file some of the allocations
-                    # queued per job, so that a later evaluation has less to settle.
-                    self.finish_unacked()
-                    quiet = time.monotonic() - self._last_delivery >= IDLE_SETTLE_QUIET_S
-                    if quiet or self.store.unfiled_allocations() > IDLE_SETTLE_BACKLOG:
-                        self.store.settle_some(IDLE_SETTLE_ITEMS)
-                    when_idle()
-            except redis.ConnectionError:
-                if stop.is_set():
-                    return
-                time.sleep(0.2)
+                reconnecting(self._turn)
+            except UNREACHABLE:
+                return  # raised only once stop is set
         with contextlib.suppress(redis.ConnectionError):
             # A clean stop leaves no delivery to redeliver (unless the leader is gone too).
             self.finish_unacked(timeout_s=STOP_ACK_TIMEOUT_S)
+
+    def _turn(self) -> None:
+        self.replica.catch_up()  # what was committed while we waited (no blocking)
+        if self._consumer.poll_once():
+            self._last_delivery = time.monotonic()
+            return
+        # Idle: ack what is in flight; once quiet, file some of the allocations queued per
+        # job, so that a later evaluation has less to settle.
+        self.finish_unacked()
+        quiet = time.monotonic() - self._last_delivery >= IDLE_SETTLE_QUIET_S
+        if quiet or self.store.unfiled_allocations() > IDLE_SETTLE_BACKLOG:
+            self.store.settle_some(IDLE_SETTLE_ITEMS)
+        when_idle()
 
     def _handle(self, batch: Sequence[tuple[str, str, object, dict[str, str]]]) -> None:
         for message_id, _type, delivery, trace in batch:

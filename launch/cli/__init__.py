@@ -51,6 +51,18 @@ def _job_limits(args: argparse.Namespace) -> Any:
     )
 
 
+def _snapshot_policy(args: argparse.Namespace) -> Any:
+    from actors.leader.snapshots import SnapshotPolicy
+
+    if args.snapshot_every < 1:
+        raise CliError(
+            f"-snapshot-every: expected a number >= 1, got {args.snapshot_every}", code=2
+        )
+    if args.snapshot_tail < 0:
+        raise CliError(f"-snapshot-tail: expected a number >= 0, got {args.snapshot_tail}", code=2)
+    return SnapshotPolicy(every_entries=args.snapshot_every, keep_tail=args.snapshot_tail)
+
+
 def _agent(args: argparse.Namespace) -> int:
     if not args.dev:
         raise CliError("agent: only -dev mode is available so far", code=2)
@@ -92,6 +104,7 @@ def _agent(args: argparse.Namespace) -> int:
         autoscaler_prometheus_address=args.autoscaler_prometheus_addr,
         load_time_factor=args.load_time_factor,
         job_limits=_job_limits(args),
+        snapshot_policy=_snapshot_policy(args),
     )
     system = DroverSystem(config)
     stop = threading.Event()
@@ -154,6 +167,23 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         default=1.0,
         help="mock load models run this many times faster than real time (experiments)",
+    )
+    from actors.leader.snapshots import SnapshotPolicy
+
+    policy = SnapshotPolicy()
+    _flag(
+        agent,
+        "-snapshot-every",
+        type=int,
+        default=policy.every_entries,
+        help="the leader snapshots the state after this many log entries (or 256 MB)",
+    )
+    _flag(
+        agent,
+        "-snapshot-tail",
+        type=int,
+        default=policy.keep_tail,
+        help="log entries kept before a snapshot, for followers that lag",
     )
     from contracts.jobspec.limits import DEFAULT_LIMITS as LIMITS
 

@@ -203,6 +203,7 @@ def test_a_tiny_run_prints_every_figure_and_every_job_commits() -> None:
             "broker",
             "workers",
             "agent",
+            "autoscaler",
             "redis",
         }
     for line in (rate, burst):

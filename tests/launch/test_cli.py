@@ -56,6 +56,18 @@ def test_agent_job_limits_must_be_positive(
     assert capsys.readouterr().err == "drover: -job-max-tasks: expected a number >= 1, got 0\n"
 
 
+@pytest.mark.parametrize(
+    ("flag", "value", "want"),
+    [("-snapshot-every", "0", ">= 1"), ("-snapshot-tail", "-1", ">= 0")],
+)
+def test_agent_snapshot_flags_are_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str, want: str
+) -> None:
+    code = main(["agent", "-dev", "-data-dir", str(tmp_path), flag, value])
+    assert code == 2
+    assert capsys.readouterr().err == f"drover: {flag}: expected a number {want}, got {value}\n"
+
+
 def test_agent_dev_starts_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
     """`drover agent -dev` brings the system up on the embedded defaults, and Ctrl-C stops
     the actors, Ray and the Redis server it started: every process it started is gone."""
