@@ -313,19 +313,24 @@ class Injector:
     agent: Agent
     rng: random.Random
     tree_every: int
+    order: list[str] = field(default_factory=list)  # targets in turn (else drawn at random)
     kills: list[tuple[str, float]] = field(default_factory=list)  # (target, wall time)
     failures: list[str] = field(default_factory=list)
 
     def kill_one(self) -> None:
-        tree = self.tree_every > 0 and self.rng.random() < 1 / self.tree_every
-        if tree:
+        if self.order:
+            target = self.order[len(self.kills) % len(self.order)]
+        elif self.tree_every > 0 and self.rng.random() < 1 / self.tree_every:
+            target = "tree"
+        else:
+            targets = list(TARGET_WEIGHTS)
+            target = self.rng.choices(targets, [TARGET_WEIGHTS[t] for t in targets])[0]
+        if target == "tree":
             at = time.time()
             self.agent.kill_tree()
             self.agent.start()
             self.kills.append(("tree", at))
             return
-        targets = list(TARGET_WEIGHTS)
-        target = self.rng.choices(targets, [TARGET_WEIGHTS[t] for t in targets])[0]
         if target == "redis":
             pid = self.agent.redis_pid()
         else:
@@ -406,6 +411,9 @@ def settle(check: Callable[[], dict[str, Any]], seconds: float) -> tuple[dict[st
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    for target in filter(None, args.targets.split(",")):
+        if target not in (*TARGET_WEIGHTS, "tree"):
+            raise ValueError(f"--targets: unknown target {target!r}")
     rng = random.Random(args.seed)
     names = StreamNames()
     with tempfile.TemporaryDirectory(prefix="drover-chaos-") as tmp:
@@ -414,7 +422,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         stop = threading.Event()
         watch = CommitWatch(agent.redis_url, names)
         load = Load(agent.address, stop, random.Random(rng.random()))
-        injector = Injector(agent, random.Random(rng.random()), args.tree_every)
+        order = [t for t in args.targets.split(",") if t] if args.targets else []
+        injector = Injector(agent, random.Random(rng.random()), args.tree_every, order)
         threads = [
             threading.Thread(target=watch.run, args=(stop,), daemon=True),
             threading.Thread(target=load.run, args=(args.ops_per_s,), daemon=True),
@@ -478,6 +487,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--kill-every", type=float, default=5.0, help="mean seconds between kills")
     parser.add_argument(
         "--tree-every", type=int, default=30, help="one kill in N is the tree; 0: never"
+    )
+    parser.add_argument(
+        "--targets",
+        default="",
+        help="kill these in turn (comma-separated: leader, broker, worker, agent, autoscaler, "
+        "redis, tree) instead of drawing them at random",
     )
     parser.add_argument("--snapshot-every", type=int, default=2000)
     parser.add_argument("--settle", type=float, default=180.0)
