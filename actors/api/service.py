@@ -2,27 +2,26 @@
 server answers reads from its local state store), writes through the leader.
 
 A write returns once the replica has applied the write's index, so a client that writes and
-then reads through the same agent always sees its write. ACL tokens and fleet declarations
-are not cluster state (the leader never schedules on them); they live in Redis hashes of
-their own (`StreamNames.acl_tokens`, `StreamNames.fleets`), the bootstrap guarded by SETNX.
+then reads through the same agent always sees its write. ACL tokens and policies and fleet
+declarations are not cluster state (the leader never schedules on them); they live in Redis
+hashes of their own (acl_redis.py, `StreamNames.fleets`), the bootstrap guarded by SETNX.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import secrets
 import threading
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-import orjson
 import redis
 
 from actors.agent.core import FleetSpec
-from actors.api.core import AclToken, ApiError
+from actors.api.acl_redis import RedisAclStore
+from actors.api.core import ApiError
+from actors.api.core.acl import AclService, Issued
 from actors.runtime.replica import LogReplica
 from actors.state import StateReader
 from actors.streams.envelope import BadMessage, decode_envelope
@@ -82,9 +81,11 @@ class ApiService:
         self.replica = LogReplica(client, names)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._tokens: dict[str, AclToken] = {}
+        self.acl = AclService(RedisAclStore(client, names))
 
     def start(self) -> ApiService:
+        if self.acl_enabled:
+            RedisAclStore(self.client, self.names).migrate_plain_tokens()
         self.replica.load()
         self._thread = threading.Thread(
             target=self.replica.run, args=(self._stop,), name="drover-api-replica", daemon=True
@@ -135,25 +136,10 @@ class ApiService:
 
     # -- ACL -------------------------------------------------------------------------------------
 
-    def resolve_token(self, secret_id: str) -> AclToken | None:
-        token = self._tokens.get(secret_id)
-        if token is None and secret_id:
-            raw = self.client.hget(self.names.acl_tokens, secret_id)
-            if raw is not None:
-                token = AclToken(**orjson.loads(raw))
-                self._tokens[secret_id] = token
-        return token
-
-    def bootstrap_acl(self, secret_id: str | None = None) -> AclToken:
-        token = AclToken(
-            accessor_id=str(uuid.uuid4()),
-            secret_id=secret_id or str(uuid.UUID(bytes=secrets.token_bytes(16))),
-            create_time=time.time_ns(),
-        )
-        if not self.client.set(self.names.acl_bootstrap, token.accessor_id, nx=True):
-            raise ApiError(400, "ACL bootstrap already done")
-        self.client.hset(self.names.acl_tokens, token.secret_id, orjson.dumps(_token_dict(token)))
-        return token
+    def bootstrap_acl(self, secret_id: str | None = None) -> Issued:
+        """Issue the management token (with this secret, or a new one), once across every
+        agent on this Redis; ApiError(400) after that."""
+        return self.acl.bootstrap(secret_id)
 
     # -- fleets ----------------------------------------------------------------------------------
 
@@ -230,16 +216,6 @@ class ApiService:
             except (BadMessage, CodecError):
                 continue  # telemetry: a bad entry leaves a gap, as the autoscaler treats it
         return reports
-
-
-def _token_dict(token: AclToken) -> dict[str, Any]:
-    return {
-        "accessor_id": token.accessor_id,
-        "secret_id": token.secret_id,
-        "name": token.name,
-        "type": token.type,
-        "create_time": token.create_time,
-    }
 
 
 def _with_request_id(request: LeaderRequest) -> LeaderRequest:

@@ -102,8 +102,29 @@ class StreamNames:
 
     @property
     def acl_tokens(self) -> str:
-        """Hash: ACL secret ID -> token JSON (the bootstrap token is written once, HSETNX)."""
+        """Hash: ACL token accessor ID -> token JSON (with its secret's hash, never the
+        secret; actors/api/acl_redis.py)."""
+        return self._key("acl", "token-records")
+
+    @property
+    def acl_legacy_tokens(self) -> str:
+        """Hash of an earlier drover: ACL secret -> token JSON (moved at start, then gone)."""
         return self._key("acl", "tokens")
+
+    @property
+    def acl_secrets(self) -> str:
+        """Hash: SHA-256 of an ACL secret -> the accessor ID of its token."""
+        return self._key("acl", "secrets")
+
+    @property
+    def acl_policies(self) -> str:
+        """Hash: ACL policy name -> policy JSON."""
+        return self._key("acl", "policies")
+
+    @property
+    def acl_index(self) -> str:
+        """Counter: the create and modify indexes of ACL tokens and policies."""
+        return self._key("acl", "index")
 
     @property
     def acl_bootstrap(self) -> str:

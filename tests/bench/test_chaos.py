@@ -22,10 +22,9 @@ KEYS = (
 
 def test_a_short_chaos_run_survives_every_kind_of_kill() -> None:
     targets = "leader,redis,worker,broker,agent,tree,autoscaler"
-    args = chaos.parse_args(
-        ["--minutes", "0.6", "--kill-every", "3", "--targets", targets, "--nodes", "8"]
-        + ["--ops-per-s", "5", "--snapshot-every", "100", "--settle", "120"]
-    )
+    argv = ["--minutes", "0.6", "--kill-every", "3", "--targets", targets, "--nodes", "8"]
+    argv += ["--ops-per-s", "5", "--snapshot-every", "100", "--settle", "120"]
+    args = chaos.parse_args(argv)
     line = chaos.run(args)
     assert [k for k in KEYS if k not in line] == []
     assert line["ok"] is True, line

@@ -408,3 +408,28 @@ def test_writes_go_on_through_a_leader_restart(system: DroverSystem) -> None:
     job["ID"] = job["Name"] = "after-restart"
     status, reply, _ = http(system, "POST", "/v1/jobs", {"Job": job})
     assert status == 200 and reply["EvalID"]
+
+
+def test_python_nomad_makes_a_policy_and_a_client_token_that_can_do_only_what_it_grants(
+    system: DroverSystem,
+) -> None:
+    host, port = system.http_address.removeprefix("http://").rsplit(":", 1)
+    root = nomad.Nomad(host=host, port=int(port), token=TOKEN, timeout=30)
+    rules = 'namespace "default" {\n  policy = "read"\n  capabilities = ["scale-job"]\n}\n'
+    root.acl.create_policy("reader", {"Name": "reader", "Description": "ci", "Rules": rules})
+    assert "reader" in [p["Name"] for p in root.acl.get_policies()]
+    assert root.acl.get_policy("reader")["Rules"] == rules
+    made = root.acl.create_token({"Name": "ci", "Type": "client", "Policies": ["reader"]})
+    assert made["SecretID"] and made["Policies"] == ["reader"]
+    ci = nomad.Nomad(host=host, port=int(port), token=made["SecretID"], timeout=30)
+    assert ci.acl.get_self_token()["AccessorID"] == made["AccessorID"]
+    assert isinstance(ci.jobs.get_jobs(), list)  # read: granted
+    job = {"Job": job_to_nomad(parse_job_file(EXAMPLES / "batch.nomad"))}
+    job["Job"]["ID"] = job["Job"]["Name"] = "acl-refused"
+    with pytest.raises(nomad.api.exceptions.URLNotAuthorizedNomadException):
+        ci.job.register_job("acl-refused", job)  # submit-job: not granted
+    with pytest.raises(nomad.api.exceptions.URLNotAuthorizedNomadException):
+        ci.nodes.get_nodes()  # no node rule
+    assert root.acl.delete_token(made["AccessorID"])
+    with pytest.raises(nomad.api.exceptions.URLNotAuthorizedNomadException):
+        ci.jobs.get_jobs()

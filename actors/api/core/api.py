@@ -3,8 +3,8 @@
 Paths follow Nomad's `/v1` API (`nomad/command/agent/http.go`), `/v1/metrics` included
 (metrics_routes.py); fleets and runs
 (dstack_routes.py) and a scaling policy's decisions (scaling_routes.py) are drover's own.
-With ACLs enabled every request but the bootstrap needs a valid `X-Nomad-Token` (403 with
-"Permission denied" otherwise, as Nomad answers).
+With ACLs enabled a request needs an `X-Nomad-Token` whose policies grant what its route
+needs (acl_routes.py; 403 with "Permission denied" otherwise, as Nomad answers).
 """
 
 from __future__ import annotations
@@ -14,7 +14,14 @@ import re
 from collections.abc import Callable
 from urllib.parse import unquote
 
-from actors.api.core import cluster, dstack_routes, jobs, metrics_routes, scaling_routes
+from actors.api.core import (
+    acl_routes,
+    cluster,
+    dstack_routes,
+    jobs,
+    metrics_routes,
+    scaling_routes,
+)
 from actors.api.core.backend import Backend
 from actors.api.core.call import Call
 from actors.api.core.errors import ApiError, from_exception
@@ -83,14 +90,9 @@ _ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/v1/status/leader", cluster.leader),
     ("GET", "/v1/status/peers", cluster.peers),
     ("GET", "/v1/regions", cluster.regions),
-    ("POST", "/v1/acl/bootstrap", cluster.acl_bootstrap),
-    ("PUT", "/v1/acl/bootstrap", cluster.acl_bootstrap),
-    ("GET", "/v1/acl/token/self", cluster.acl_token_self),
+    *acl_routes.ROUTES,
     ("GET", "/v1/metrics", metrics_routes.metrics),
 ]
-
-# Nomad asks no ACL token of /v1/metrics, so a Prometheus server scrapes it without one.
-_OPEN_PATHS = frozenset({"/v1/acl/bootstrap", "/v1/metrics"})
 
 
 def _compile(pattern: str) -> re.Pattern[str]:
@@ -100,7 +102,10 @@ def _compile(pattern: str) -> re.Pattern[str]:
 class Api:
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
-        self.routes = [(method, _compile(path), handler) for method, path, handler in _ROUTES]
+        self.routes = [
+            (method, _compile(path), handler, acl_routes.need_of(method, path), path)
+            for method, path, handler in _ROUTES
+        ]
 
     def endpoints(self) -> list[tuple[str, str]]:
         """(method, path) of every route, for documentation and tests."""
@@ -120,22 +125,28 @@ class Api:
 
     def _dispatch(self, request: ApiRequest) -> ApiResponse:
         path_matched = False
-        for method, pattern, handler in self.routes:
+        for method, pattern, handler, need, path in self.routes:
             match = pattern.match(request.path)
             if match is None:
                 continue
             path_matched = True
             if method != request.method:
                 continue
-            self._authorize(request)
+            self._authorize(request, need, path)
             params = {k: unquote(v) for k, v in match.groupdict().items()}
             return handler(Call(request, params, self.backend))
         if path_matched:
             raise ApiError(405, f"method {request.method} not allowed on {request.path}")
         raise ApiError(404, f"no such endpoint: {request.path}")
 
-    def _authorize(self, request: ApiRequest) -> None:
-        if not self.backend.acl_enabled or request.path in _OPEN_PATHS:
+    def _authorize(self, request: ApiRequest, need: acl_routes.Need, path: str) -> None:
+        """Nomad's check: a 403 "Permission denied" for a missing or unknown token, or one
+        whose policies do not grant what the route needs (acl_routes.NEEDS)."""
+        if not self.backend.acl_enabled or need.kind == "open":
             return
-        if not request.token or self.backend.resolve_token(request.token) is None:
+        found = self.backend.acl.resolve(request.token)
+        if found is None:
+            raise ApiError(403, "Permission denied")
+        namespace = acl_routes.request_namespace(request, request.method, path)
+        if not acl_routes.permits(found[1], need, namespace):
             raise ApiError(403, "Permission denied")

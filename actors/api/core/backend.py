@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 from actors.agent.core import FleetSpec
+from actors.api.core.acl import AclService
 from actors.state import StateReader
 from contracts import Job
 from contracts.jobspec.limits import JobLimits
@@ -14,19 +14,9 @@ from contracts.messages import LeaderRequest, LeaderResponse
 from contracts.usage import UsageReport
 
 
-@dataclass(frozen=True, slots=True)
-class AclToken:
-    """A management token (drover has no ACL policies yet: a valid token may do anything)."""
-
-    accessor_id: str
-    secret_id: str
-    name: str = "Bootstrap Token"
-    type: str = "management"
-    create_time: int = 0
-
-
 class Backend(Protocol):
     acl_enabled: bool
+    acl: AclService  # tokens and policies (core/acl.py)
     job_limits: JobLimits  # the server's limits on a submitted job
 
     def snapshot(self) -> StateReader:
@@ -45,12 +35,6 @@ class Backend(Protocol):
     def leader_address(self) -> str:
         """host:port where the leader is reached: the address this API is served on, as
         bound (drover's leader has no RPC port of its own); "" when unknown."""
-        ...
-
-    def resolve_token(self, secret_id: str) -> AclToken | None: ...
-
-    def bootstrap_acl(self) -> AclToken:
-        """Issue the management token, once; raises ApiError(400) after that."""
         ...
 
     def apply_fleet(self, spec: FleetSpec) -> int:

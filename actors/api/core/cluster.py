@@ -1,4 +1,4 @@
-"""Evaluations, allocations, nodes, fleets, status and ACL bootstrap handlers."""
+"""Evaluations, allocations, nodes, fleets and status handlers."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 from actors.api.core import shapes
 from actors.api.core.call import Call
-from actors.api.core.errors import ApiError, bad_request, not_found
+from actors.api.core.errors import bad_request, not_found
 from actors.api.core.http_types import ApiResponse
 from actors.api.core.shapes import NS_PER_S
 from actors.state import StateReader
@@ -200,30 +200,3 @@ def peers(call: Call) -> ApiResponse:
 
 def regions(call: Call) -> ApiResponse:
     return ApiResponse(200, ["global"])
-
-
-def _token_json(token: Any) -> dict[str, Any]:
-    return {
-        "AccessorID": token.accessor_id,
-        "SecretID": token.secret_id,
-        "Name": token.name,
-        "Type": token.type,
-        "Policies": None,
-        "Global": True,
-        "CreateTime": token.create_time,
-    }
-
-
-def acl_bootstrap(call: Call) -> ApiResponse:
-    if not call.backend.acl_enabled:
-        raise ApiError(400, "ACL support disabled")
-    return ApiResponse(200, _token_json(call.backend.bootstrap_acl()))
-
-
-def acl_token_self(call: Call) -> ApiResponse:
-    if not call.backend.acl_enabled:
-        raise ApiError(400, "ACL support disabled")
-    token = call.backend.resolve_token(call.request.token)
-    if token is None:
-        raise ApiError(403, "Permission denied")
-    return ApiResponse(200, _token_json(token))

@@ -14,7 +14,8 @@ import orjson
 
 from actors.agent.core import FleetSpec, simulated_nodes
 from actors.agent.core.retire import Retirement
-from actors.api.core import AclToken, Api, ApiError, ApiRequest, ApiResponse
+from actors.api.core import Api, ApiError, ApiRequest, ApiResponse
+from actors.api.core.acl import AclService, MemoryAclStore
 from actors.autoscaler.core.applied import AppliedPolicies, MemoryPolicyStore, applied_path
 from actors.autoscaler.core.registry import PolicyEntry, PolicyRegistry
 from actors.autoscaler.core.views import policy_json
@@ -42,7 +43,7 @@ class MemoryBackend:
         self.store = StateStore()
         ids = (f"id-{n:04d}" for n in itertools.count())
         self.core = LeaderCore(self.store, now_ns=lambda: 1_000, new_id=lambda: next(ids))
-        self.tokens: dict[str, AclToken] = {}
+        self.acl = AclService(MemoryAclStore(), cache_s=0.0)
         self.declared: dict[str, FleetSpec] = {}
         self.retirement = Retirement()
         self.changed = threading.Condition()
@@ -85,16 +86,6 @@ class MemoryBackend:
 
     def leader_address(self) -> str:
         return self.address
-
-    def resolve_token(self, secret_id: str) -> AclToken | None:
-        return self.tokens.get(secret_id)
-
-    def bootstrap_acl(self) -> AclToken:
-        if self.tokens:
-            raise ApiError(400, "ACL bootstrap already done")
-        token = AclToken("accessor-1", "secret-1")
-        self.tokens[token.secret_id] = token
-        return token
 
     def apply_fleet(self, spec: FleetSpec) -> int:
         self.declared[spec.name] = spec

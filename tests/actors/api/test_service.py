@@ -8,15 +8,18 @@ import threading
 import time
 from collections.abc import Iterator
 
+import orjson
 import pytest
 import redis
 
 from actors.agent.core import FleetSpec
+from actors.api.acl_redis import RedisAclStore
 from actors.api.core import ApiError
 from actors.api.service import ApiService
 from actors.leader.service import LeaderService
 from actors.streams.names import StreamNames
 from contracts import Job, Resources, Task, TaskGroup
+from contracts.acl import hash_secret
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
 from contracts.state_log import LogEntry, decode_entry
 
@@ -111,18 +114,40 @@ def test_the_acl_bootstrap_happens_once_across_agents_and_its_token_resolves_eve
 ) -> None:
     first = ApiService(client, NAMES, leader.submit, acl_enabled=True)
     other = ApiService(client, NAMES, leader.submit, acl_enabled=True)  # another agent
-    token = first.bootstrap_acl()
-    assert token.type == "management" and len(token.secret_id) == 36
+    issued = first.bootstrap_acl()
+    assert issued.token.type == "management" and len(issued.secret_id) == 36
     with pytest.raises(ApiError) as refused:
         other.bootstrap_acl("chosen-secret")
     assert (refused.value.status, refused.value.message) == (400, "ACL bootstrap already done")
 
-    resolved = other.resolve_token(token.secret_id)  # read from Redis, then cached
-    assert resolved == token
-    assert other.resolve_token("chosen-secret") is None
-    assert other.resolve_token("") is None
-    client.delete(NAMES.acl_tokens)
-    assert other.resolve_token(token.secret_id) == token  # served from its cache
+    resolved = other.acl.resolve(issued.secret_id)  # read from Redis, then cached
+    assert resolved is not None and resolved[0] == issued.token and resolved[1].management
+    assert other.acl.resolve("chosen-secret") is None
+    assert other.acl.resolve("") is None
+    # Only the secret's hash is kept, anywhere in Redis.
+    stored = b"".join(
+        k + v
+        for key in (NAMES.acl_tokens, NAMES.acl_secrets)
+        for k, v in client.hgetall(key).items()
+    )
+    assert (
+        issued.secret_id.encode() not in stored and hash_secret(issued.secret_id).encode() in stored
+    )
+
+
+def test_tokens_and_policies_made_on_one_agent_hold_on_another(
+    client: redis.Redis, leader: LeaderService
+) -> None:
+    first = ApiService(client, NAMES, leader.submit, acl_enabled=True)
+    other = ApiService(client, NAMES, leader.submit, acl_enabled=True)
+    first.acl.put_policy("readonly", "", 'namespace "default" { policy = "read" }')
+    issued = first.acl.create_token("ci", "client", ["readonly"])
+    found = other.acl.resolve(issued.secret_id)
+    assert found is not None and found[0].policies == ("readonly",)
+    assert found[1].allows("default", "read-job") and not found[1].allows("default", "submit-job")
+    first.acl.delete_token(issued.token.accessor_id)
+    assert first.acl.resolve(issued.secret_id) is None  # its own change: at once
+    assert RedisAclStore(client, NAMES).token_by_hash(hash_secret(issued.secret_id)) is None
 
 
 def test_without_a_fleet_manager_a_fleet_is_refused_with_the_reason(
@@ -165,3 +190,17 @@ def test_a_write_while_redis_is_unreachable_is_a_503_and_reads_go_on(
             api.stop()
             link.stop()
             thread.join(timeout=10)
+
+
+def test_tokens_an_earlier_drover_kept_in_plain_are_moved_to_their_hash(
+    client: redis.Redis, leader: LeaderService
+) -> None:
+    old = {"accessor_id": "acc-1", "secret_id": "plain-secret", "name": "Bootstrap Token"}
+    client.hset(NAMES.acl_legacy_tokens, "plain-secret", orjson.dumps(old | {"type": "management"}))
+    api = ApiService(client, NAMES, leader.submit, acl_enabled=True).start()
+    try:
+        found = api.acl.resolve("plain-secret")
+        assert found is not None and found[0].accessor_id == "acc-1" and found[1].management
+        assert not client.exists(NAMES.acl_legacy_tokens)
+    finally:
+        api.stop()
