@@ -2,8 +2,9 @@
 
 A log of `--jobs` x `--count` single-task allocations placed by drover's scheduler on
 `--nodes` nodes is recorded in-process (the core alone: nodes, jobs with their evaluations,
-one plan per job) and committed to an embedded Redis (AOF on) through the leader's durable
-log, in batches, as a leader commits it. Then, on that Redis:
+one plan per job, then `--reports` client reports per allocation, as agents send them) and
+committed to an embedded Redis (AOF on) through the leader's durable log, in batches, as a
+leader commits it. Then, on that Redis:
 
 1. a leader starts on the whole log, with no snapshot (`replay_restart_seconds`: the start
    before snapshots existed), and writes a snapshot, trimming the log before a tail of
@@ -41,6 +42,7 @@ from actors.streams.client import connect
 from actors.streams.names import StreamNames
 from actors.worker.core.scheduler import new_scheduler
 from contracts import (
+    ClientStatus,
     DriverInfo,
     Evaluation,
     Job,
@@ -52,7 +54,15 @@ from contracts import (
     TriggeredBy,
 )
 from contracts.messages import LeaderRequest, RequestKind
-from contracts.state_log import LogEntry, UpsertJob, UpsertNodes, decode_entry
+from contracts.state_log import (
+    AllocClientUpdate,
+    LogEntry,
+    UpdateAllocsClientStatus,
+    UpsertAllocs,
+    UpsertJob,
+    UpsertNodes,
+    decode_entry,
+)
 from launch.redis_server import EmbeddedRedis
 
 NAMES = StreamNames("restart")
@@ -60,15 +70,29 @@ COMMIT_BATCH = 64  # entries per commit.lua call while the log is written
 
 
 class _Recording(StateStore):
-    """A store that keeps the entries it commits (the log a leader would have written)."""
+    """A store that keeps the entries it commits (the log a leader would have written), and
+    follows each plan with its client's reports: running, then `reports - 1` more (the
+    restarts and health updates a live cluster's log is mostly made of)."""
 
-    def __init__(self) -> None:
+    def __init__(self, reports: int) -> None:
         super().__init__()
         self.entries: list[LogEntry] = []
+        self.reports = reports
 
     def apply(self, entry: LogEntry) -> None:
         super().apply(entry)
         self.entries.append(entry)
+
+    def commit(self, change: Any, term: int = 0) -> int:
+        index = super().commit(change, term)
+        if isinstance(change, UpsertAllocs) and change.allocs:
+            for n in range(self.reports):
+                running = tuple(
+                    AllocClientUpdate(a.id, ClientStatus.RUNNING, f"report {n}", index, a.node_id)
+                    for a in change.allocs
+                )
+                index = super().commit(UpdateAllocsClientStatus(running), term)
+        return index
 
 
 def _job(i: int, count: int) -> Job:
@@ -81,8 +105,8 @@ def _job(i: int, count: int) -> Job:
     )
 
 
-def record(nodes: int, jobs: int, count: int) -> list[LogEntry]:
-    store = _Recording()
+def record(nodes: int, jobs: int, count: int, reports: int) -> list[LogEntry]:
+    store = _Recording(reports)
     resources = NodeResources(cpu=40_000, memory_mb=65_536, disk_mb=1_000_000)
     store.commit(
         UpsertNodes(
@@ -143,10 +167,10 @@ def _used_memory(client: Any) -> int:
     return int(client.info("memory")["used_memory"])
 
 
-def run(nodes: int, jobs: int, count: int, keep_tail: int) -> dict[str, Any]:
+def run(nodes: int, jobs: int, count: int, keep_tail: int, reports: int = 1) -> dict[str, Any]:
     tune_gc()
     t0 = time.perf_counter()
-    entries = record(nodes, jobs, count)
+    entries = record(nodes, jobs, count, reports)
     record_s = time.perf_counter() - t0
     allocations = sum(len(getattr(e.change, "allocs", ())) for e in entries)
     # Never snapshots on its own: the benchmark writes one when it chooses.
@@ -186,6 +210,7 @@ def run(nodes: int, jobs: int, count: int, keep_tail: int) -> dict[str, Any]:
             "bench": "restart",
             "nodes": nodes,
             "jobs": jobs,
+            "client_reports_per_allocation": reports,
             "allocations": allocations,
             "record_seconds": round(record_s, 1),
             "log_write_seconds": round(write_s, 1),
@@ -208,13 +233,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--count", type=int, default=1000, help="allocations per job")
-    parser.add_argument("--keep-tail", type=int, default=10_000)
+    parser.add_argument("--keep-tail", type=int, default=1_000)
+    parser.add_argument(
+        "--reports", type=int, default=3, help="client reports in the log per allocation"
+    )
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    line = run(args.nodes, args.jobs, args.count, args.keep_tail)
+    line = run(args.nodes, args.jobs, args.count, args.keep_tail, args.reports)
     sys.stdout.write(orjson.dumps(line).decode() + "\n")
 
 
