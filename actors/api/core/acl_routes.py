@@ -180,7 +180,8 @@ def token_self(call: Call) -> ApiResponse:
     found = call.backend.acl.resolve(call.request.token)
     if found is None:
         raise ApiError(403, "Permission denied")
-    return ApiResponse(200, token_json(found[0]))
+    # The caller sent its secret: it is echoed, as Nomad answers (no stored secret needed).
+    return ApiResponse(200, token_json(found[0], call.request.token))
 
 
 def list_policies(call: Call) -> ApiResponse:
