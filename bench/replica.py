@@ -40,13 +40,16 @@ from contracts.state_log import (
 )
 
 
-class _RecordingStore(StateStore):
-    """A store that keeps every entry it applies, and follows each committed plan with the
-    agents' "running" reports for the allocations it placed."""
+class RecordingStore(StateStore):
+    """A store that keeps every entry it applies (the log a leader would have written), and
+    follows each committed plan with `reports` rounds of the agents' "running" reports for
+    the allocations it placed (the first is the start; later ones stand for the restarts and
+    health updates a live cluster's log is mostly made of)."""
 
-    def __init__(self) -> None:
+    def __init__(self, reports: int = 1) -> None:
         super().__init__()
         self.entries: list[LogEntry] = []
+        self.reports = reports
 
     def apply(self, entry: LogEntry) -> None:
         super().apply(entry)
@@ -55,17 +58,19 @@ class _RecordingStore(StateStore):
     def commit(self, change: Any, term: int = 0) -> int:
         index = super().commit(change, term)
         if isinstance(change, UpsertAllocs) and change.allocs:
-            running = tuple(
-                AllocClientUpdate(a.id, ClientStatus.RUNNING, "", 1, a.node_id)
-                for a in change.allocs
-                if a.client_status is ClientStatus.PENDING
-            )
-            index = super().commit(UpdateAllocsClientStatus(running), term)
+            placed = [a for a in change.allocs if a.client_status is ClientStatus.PENDING]
+            for n in range(self.reports):
+                description = f"report {n}" if n else ""
+                running = tuple(
+                    AllocClientUpdate(a.id, ClientStatus.RUNNING, description, 1, a.node_id)
+                    for a in placed
+                )
+                index = super().commit(UpdateAllocsClientStatus(running), term)
         return index
 
 
 def record_log(nodes: int, jobs: int, count: int, seed: int = 7) -> list[bytes]:
-    store = _RecordingStore()
+    store = RecordingStore()
     schedule_all(store, register_workload(store, nodes, jobs, count, seed))
     return [encode_entry(entry) for entry in store.entries]
 

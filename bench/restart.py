@@ -36,13 +36,12 @@ from actors.leader.service import LeaderService
 from actors.leader.snapshots import SnapshotPolicy
 from actors.process_settings import after_state_applied, tune_gc
 from actors.runtime.replica import LogReplica
-from actors.state import StateStore
 from actors.state.job_scoped import JobScopedStore
 from actors.streams.client import connect
 from actors.streams.names import StreamNames
 from actors.worker.core.scheduler import new_scheduler
+from bench.replica import RecordingStore
 from contracts import (
-    ClientStatus,
     DriverInfo,
     Evaluation,
     Job,
@@ -55,10 +54,7 @@ from contracts import (
 )
 from contracts.messages import LeaderRequest, RequestKind
 from contracts.state_log import (
-    AllocClientUpdate,
     LogEntry,
-    UpdateAllocsClientStatus,
-    UpsertAllocs,
     UpsertJob,
     UpsertNodes,
     decode_entry,
@@ -67,32 +63,6 @@ from launch.redis_server import EmbeddedRedis
 
 NAMES = StreamNames("restart")
 COMMIT_BATCH = 64  # entries per commit.lua call while the log is written
-
-
-class _Recording(StateStore):
-    """A store that keeps the entries it commits (the log a leader would have written), and
-    follows each plan with its client's reports: running, then `reports - 1` more (the
-    restarts and health updates a live cluster's log is mostly made of)."""
-
-    def __init__(self, reports: int) -> None:
-        super().__init__()
-        self.entries: list[LogEntry] = []
-        self.reports = reports
-
-    def apply(self, entry: LogEntry) -> None:
-        super().apply(entry)
-        self.entries.append(entry)
-
-    def commit(self, change: Any, term: int = 0) -> int:
-        index = super().commit(change, term)
-        if isinstance(change, UpsertAllocs) and change.allocs:
-            for n in range(self.reports):
-                running = tuple(
-                    AllocClientUpdate(a.id, ClientStatus.RUNNING, f"report {n}", index, a.node_id)
-                    for a in change.allocs
-                )
-                index = super().commit(UpdateAllocsClientStatus(running), term)
-        return index
 
 
 def _job(i: int, count: int) -> Job:
@@ -106,7 +76,7 @@ def _job(i: int, count: int) -> Job:
 
 
 def record(nodes: int, jobs: int, count: int, reports: int) -> list[LogEntry]:
-    store = _Recording(reports)
+    store = RecordingStore(reports)
     resources = NodeResources(cpu=40_000, memory_mb=65_536, disk_mb=1_000_000)
     store.commit(
         UpsertNodes(
