@@ -34,7 +34,7 @@ import ray
 from actors.agent.actor import AgentActor
 from actors.agent.core import FleetSpec, node_id_for
 from actors.api.core import Api, ApiError
-from actors.api.server import ApiHttpServer
+from actors.api.server import ApiHttpServer, tls_context
 from actors.api.service import ApiService
 from actors.autoscaler.actor import AutoscalerActor, AutoscalerClient
 from actors.broker.actor import BrokerActor
@@ -90,6 +90,9 @@ class SystemConfig:
     actor_options: dict[str, Any] = field(default_factory=dict)
     http_addr: str | None = None  # e.g. "127.0.0.1:4646" (port 0: any free port); None: no API
     acl_enabled: bool = False
+    # HTTPS: PEM certificate (chain) and key files, as Nomad's tls { cert_file, key_file }.
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
     job_limits: JobLimits = DEFAULT_LIMITS  # what the API accepts (-job-max-count ...)
     acl_bootstrap_token: str | None = None  # issue this management token at start
     # OpenTelemetry: OTLP when OTEL_EXPORTER_OTLP_* is set, else JSON lines in
@@ -267,7 +270,13 @@ class DroverSystem:
         if config.acl_enabled and config.acl_bootstrap_token:
             with contextlib.suppress(ApiError):  # already bootstrapped (a restart)
                 self.api.bootstrap_acl(config.acl_bootstrap_token)
-        self.http = ApiHttpServer(addr, Api(self.api))  # bound here, serving from start()
+        tls = None
+        if config.tls_cert is not None or config.tls_key is not None:
+            if config.tls_cert is None or config.tls_key is None:
+                raise ValueError("-tls-cert and -tls-key go together")
+            tls = tls_context(str(config.tls_cert), str(config.tls_key))
+        # Bound here, serving from start().
+        self.http = ApiHttpServer(addr, Api(self.api), ssl_context=tls)
         host, port = self.http.server_address[:2]
         self.api.advertise(_advertised_address(str(host), int(port)))
         self.http.start()

@@ -1,37 +1,51 @@
-"""The HTTP server: a threaded stdlib server in front of the API core.
+"""The HTTP server: HTTP/1.1 on asyncio streams in front of the API core.
 
-Each connection runs on its own thread (blocking queries hold theirs while they wait), so
-connections are bounded: past `max_connections` a new one is answered 503 at once and
-closed, and a client that stays silent for `idle_timeout_s` (its request line, headers or
-body, or the next request on a keep-alive connection) is disconnected, so idle or slow
-clients cannot hold every thread. The listen backlog is 1,024, not the socket module's 5,
-so a burst of honest clients is queued rather than refused. Bodies over `max_body_bytes`
-are refused with 413 before they are read; JSON answers carry Nomad's
-`X-Nomad-Index`, `X-Nomad-KnownLeader` and `X-Nomad-LastContact` headers; errors answer with
-their status and a one-line plain-text message, as Nomad does.
+One event-loop thread holds every connection, so an idle or slow client costs a few KB, not
+a thread: 5,000 clients that never finish their request line leave a normal request's
+latency as it was. The API core is synchronous (it reads a replica's snapshot, writes wait
+for the leader), so a request's `Api.handle` runs on a small thread pool. A blocking query
+(`?index=N`) does not hold a pool thread while it waits: it is answered at once with
+`wait=0`, and while the answer's index has not passed N the connection waits on the loop
+for the replica's next change (one watcher thread for all of them), then asks again.
+
+Limits: past `max_connections` a new connection is answered 503 at once and closed; a
+client silent for `idle_timeout_s` (its request line, headers or body, the next request on
+a keep-alive connection, or a TLS handshake) is disconnected; headers over 64 KB are a 431;
+bodies over `max_body_bytes` a 413, before they are read. The listen backlog is 1,024.
+With `ssl_context` (`-tls-cert`/`-tls-key`, like Nomad's `tls` block) it serves HTTPS.
+JSON answers carry Nomad's `X-Nomad-Index`, `X-Nomad-KnownLeader` and `X-Nomad-LastContact`;
+errors answer with their status and a one-line plain-text message, as Nomad does. Bodies
+must come with a Content-Length (a chunked one is a 411), as with the stdlib server before.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import dataclasses
+import http
 import logging
 import socket
+import ssl
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import orjson
 
-from actors.api.core import Api, ApiRequest, ApiResponse
+from actors.api.core import Api, ApiError, ApiRequest, ApiResponse
+from actors.api.core.blocking import query_options
 
 log = logging.getLogger(__name__)
 
 DEFAULT_ADDR = "127.0.0.1:4646"
 MAX_BODY_BYTES = 8 * 1024 * 1024
-MAX_CONNECTIONS = 1024
+MAX_CONNECTIONS = 16_384
 IDLE_TIMEOUT_S = 30.0
 LISTEN_BACKLOG = 1024
+HEADER_LIMIT = 64 * 1024
+HANDLER_THREADS = 16
 BUSY = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
     b"Content-Length: 40\r\nConnection: close\r\n\r\n"
@@ -46,80 +60,26 @@ def parse_addr(addr: str) -> tuple[str, int]:
     return host or "127.0.0.1", int(port)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: ApiHttpServer
-    protocol_version = "HTTP/1.1"
-    # Buffered: headers and body leave in one write when the request is done. Unbuffered,
-    # they were two, and on a keep-alive connection Nagle held the body back until the
-    # client's delayed ACK of the headers (~40 ms on Linux) on every request.
-    wbufsize = 1 << 16
-
-    def setup(self) -> None:
-        # A silent client times out (socket.timeout ends the connection in handle()).
-        self.timeout = self.server.idle_timeout_s
-        super().setup()
-        with contextlib.suppress(OSError):  # not a TCP socket
-            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.address_string(), *args)
-
-    def _serve(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length > self.server.max_body_bytes:
-            # Read and drop the body in chunks (memory stays bounded) so that a client still
-            # sending it gets the 413 instead of a broken pipe; past 4x the limit, just close.
-            remaining = length if length <= 4 * self.server.max_body_bytes else 0
-            while remaining > 0:
-                chunk = self.rfile.read(min(remaining, 1 << 16))
-                if not chunk:
-                    break
-                remaining -= len(chunk)
-            self._send(
-                ApiResponse(
-                    413,
-                    f"request body too large: {length} bytes (limit {self.server.max_body_bytes})",
-                ),
-                close=True,
-            )
-            return
-        body = self.rfile.read(length) if length > 0 else b""
-        url = urlsplit(self.path)
-        request = ApiRequest(
-            method=self.command,
-            path=url.path,
-            query=dict(parse_qsl(url.query, keep_blank_values=True)),
-            body=body,
-            token=self.headers.get("X-Nomad-Token", ""),
-        )
-        self._send(self.server.api.handle(request))
-
-    do_GET = do_POST = do_PUT = do_DELETE = _serve
-
-    def _send(self, response: ApiResponse, close: bool = False) -> None:
-        if response.content_type and isinstance(response.body, str):
-            payload, content_type = response.body.encode(), response.content_type
-        elif response.status >= 400 and isinstance(response.body, str):
-            payload, content_type = response.body.encode() + b"\n", "text/plain; charset=utf-8"
-        else:
-            payload, content_type = orjson.dumps(response.body), "application/json"
-        self.send_response(response.status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(payload)))
-        if response.index is not None:
-            self.send_header("X-Nomad-Index", str(response.index))
-        self.send_header("X-Nomad-KnownLeader", "true")
-        self.send_header("X-Nomad-LastContact", "0")
-        if close:
-            self.send_header("Connection", "close")
-            self.close_connection = True
-        self.end_headers()
-        self.wfile.write(payload)
+def tls_context(cert_file: str, key_file: str) -> ssl.SSLContext:
+    """A server context for HTTPS (TLS 1.2 or later) from PEM files; ValueError naming the
+    file that cannot be used."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert_file, key_file)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"-tls-cert {cert_file} / -tls-key {key_file}: {exc}") from None
+    return context
 
 
-class ApiHttpServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+class _BadRequest(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ApiHttpServer:
+    kind = "asyncio"
     request_queue_size = LISTEN_BACKLOG
 
     def __init__(
@@ -130,49 +90,257 @@ class ApiHttpServer(ThreadingHTTPServer):
         *,
         max_connections: int = MAX_CONNECTIONS,
         idle_timeout_s: float = IDLE_TIMEOUT_S,
+        ssl_context: ssl.SSLContext | None = None,
+        handler_threads: int = HANDLER_THREADS,
     ) -> None:
-        super().__init__(parse_addr(addr), _Handler)
+        """Binds at once (the address is known before `start()` serves it)."""
         self.api = api
         self.max_body_bytes = max_body_bytes
         self.max_connections = max_connections
         self.idle_timeout_s = idle_timeout_s
-        self._open = threading.BoundedSemaphore(max_connections)
+        self.ssl_context = ssl_context
         self.refused_connections = 0
+        self.open_connections = 0
+        self._sock = socket.create_server(parse_addr(addr), backlog=LISTEN_BACKLOG)
+        self.server_address: tuple[Any, ...] = self._sock.getsockname()
+        self._pool = ThreadPoolExecutor(handler_threads, thread_name_prefix="drover-http")
+        self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        """A thread for the connection if one is free; else a 503 and the door."""
-        if not self._open.acquire(blocking=False):
-            self.refused_connections += 1
-            with contextlib.suppress(OSError):
-                request.settimeout(1.0)
-                request.sendall(BUSY)
-            self.shutdown_request(request)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._open.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self._open.release()
+        self._server: asyncio.Server | None = None
+        self._ready = threading.Event()
+        self._change: asyncio.Future[None] | None = None  # resolved at the replica's next change
+        self._watching = False
+        self._stopping = threading.Event()
 
     @property
     def address(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host}:{port}"
+        scheme = "https" if self.ssl_context is not None else "http"
+        return f"{scheme}://{host}:{port}"
+
+    # -- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> ApiHttpServer:
-        self._thread = threading.Thread(target=self.serve_forever, name="drover-http", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="drover-http", daemon=True)
         self._thread.start()
+        self._ready.wait(10)
         return self
 
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self._open())
+        self._ready.set()
+        self._loop.run_forever()
+        self._loop.close()
+
+    async def _open(self) -> None:
+        self._server = await asyncio.start_server(
+            self._connection,
+            sock=self._sock,
+            ssl=self.ssl_context,
+            ssl_handshake_timeout=self.idle_timeout_s if self.ssl_context else None,
+            limit=HEADER_LIMIT,
+        )
+
     def stop(self) -> None:
-        self.shutdown()
-        self.server_close()
-        if self._thread is not None:
+        self._stopping.set()
+        if self._thread is not None and self._thread.is_alive():
+
+            def close() -> None:
+                if self._server is not None:
+                    self._server.close()
+                for task in asyncio.all_tasks(self._loop):
+                    task.cancel()
+                self._loop.call_later(0.05, self._loop.stop)
+
+            self._loop.call_soon_threadsafe(close)
             self._thread.join(timeout=5)
+        else:
+            self._sock.close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # -- a connection ---------------------------------------------------------------------
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.open_connections >= self.max_connections:
+            self.refused_connections += 1
+            with contextlib.suppress(Exception):
+                writer.write(BUSY)
+                await asyncio.wait_for(writer.drain(), 1.0)
+            writer.close()
+            return
+        self.open_connections += 1
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):  # not a TCP socket
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            while await self._one_request(reader, writer):
+                pass
+        except (ConnectionError, asyncio.CancelledError, ssl.SSLError):
+            pass
+        finally:
+            self.open_connections -= 1
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _one_request(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> bool:
+        """Read, answer; True to keep the connection for the next request."""
+        timeout = self.idle_timeout_s
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
+        except (TimeoutError, asyncio.IncompleteReadError):
+            return False  # silent too long, or gone
+        except asyncio.LimitOverrunError:
+            await self._send(writer, ApiResponse(431, "request headers too large"), close=True)
+            return False
+        try:
+            method, target, version, headers = _parse_head(head)
+            length = _content_length(headers)
+        except _BadRequest as bad:
+            await self._send(writer, ApiResponse(bad.status, str(bad)), close=True)
+            return False
+        if length > self.max_body_bytes:
+            await self._drain_body(reader, length)
+            message = f"request body too large: {length} bytes (limit {self.max_body_bytes})"
+            await self._send(writer, ApiResponse(413, message), close=True)
+            return False
+        try:
+            body = await asyncio.wait_for(reader.readexactly(length), timeout) if length else b""
+        except (TimeoutError, asyncio.IncompleteReadError):
+            return False
+        url = urlsplit(target)
+        request = ApiRequest(
+            method=method,
+            path=url.path,
+            query=dict(parse_qsl(url.query, keep_blank_values=True)),
+            body=body,
+            token=headers.get("x-nomad-token", ""),
+        )
+        response = await self._answer(request)
+        connection = headers.get("connection", "").lower()
+        keep = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
+        await self._send(writer, response, close=not keep)
+        return keep
+
+    async def _drain_body(self, reader: asyncio.StreamReader, length: int) -> None:
+        # Read and drop it in chunks (memory bounded) so that a client still sending gets
+        # the 413 instead of a broken pipe; past 4x the limit, just close.
+        remaining = length if length <= 4 * self.max_body_bytes else 0
+        with contextlib.suppress(TimeoutError, ConnectionError):
+            while remaining > 0:
+                chunk = await asyncio.wait_for(
+                    reader.read(min(remaining, 1 << 16)), self.idle_timeout_s
+                )
+                if not chunk:
+                    return
+                remaining -= len(chunk)
+
+    async def _send(self, writer: asyncio.StreamWriter, response: ApiResponse, close: bool) -> None:
+        writer.write(_encode(response, close))
+        await writer.drain()
+
+    # -- answering ------------------------------------------------------------------------
+
+    async def _handle(self, request: ApiRequest) -> ApiResponse:
+        return await self._loop.run_in_executor(self._pool, self.api.handle, request)
+
+    async def _answer(self, request: ApiRequest) -> ApiResponse:
+        if request.method != "GET" or "index" not in request.query:
+            return await self._handle(request)
+        try:
+            min_index, wait_s = query_options(request.query)
+        except ApiError:
+            return await self._handle(request)  # the core names the bad parameter
+        if min_index == 0 or not hasattr(self.api, "backend"):
+            return await self._handle(request)
+        deadline = self._loop.time() + wait_s
+        now_only = dataclasses.replace(request, query={**request.query, "wait": "0"})
+        while True:
+            change = self._next_change()
+            response = await self._handle(now_only)
+            remaining = deadline - self._loop.time()
+            if response.status != 200 or response.index is None or response.index > min_index:
+                return response
+            if remaining <= 0:
+                return response
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(change), remaining)
+
+    def _next_change(self) -> asyncio.Future[None]:
+        """A future resolved when the replica applies its next entry (one watcher thread
+        serves every waiting query)."""
+        if self._change is None or self._change.done():
+            self._change = self._loop.create_future()
+        if not self._watching:
+            self._watching = True
+            threading.Thread(target=self._watch, name="drover-http-watch", daemon=True).start()
+        return self._change
+
+    def _watch(self) -> None:
+        backend = self.api.backend
+        while not self._stopping.is_set():
+            try:
+                index = backend.snapshot().latest_index()
+                backend.wait_after(index, 1.0)
+                if backend.snapshot().latest_index() > index:
+                    self._loop.call_soon_threadsafe(self._changed)
+            except Exception:  # a replica hiccup must not end the watch
+                log.warning("watching the API's replica failed", exc_info=True)
+                self._stopping.wait(0.5)
+
+    def _changed(self) -> None:
+        change, self._change = self._change, None
+        if change is not None and not change.done():
+            change.set_result(None)
+
+
+def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+        raise _BadRequest(400, f"bad request line: {lines[0][:80]!r}")
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, sep, value = line.partition(":")
+        if not sep:
+            raise _BadRequest(400, f"bad header line: {line[:80]!r}")
+        headers[name.strip().lower()] = value.strip()
+    return parts[0], parts[1], parts[2], headers
+
+
+def _content_length(headers: dict[str, str]) -> int:
+    if "transfer-encoding" in headers:
+        raise _BadRequest(411, "a body needs a Content-Length (chunked bodies are not read)")
+    raw = headers.get("content-length", "0") or "0"
+    if not raw.isdigit():
+        raise _BadRequest(400, f"Content-Length: expected a number of bytes, got {raw[:20]!r}")
+    return int(raw)
+
+
+def _encode(response: ApiResponse, close: bool) -> bytes:
+    if response.content_type and isinstance(response.body, str):
+        payload, content_type = response.body.encode(), response.content_type
+    elif response.status >= 400 and isinstance(response.body, str):
+        payload, content_type = response.body.encode() + b"\n", "text/plain; charset=utf-8"
+    else:
+        payload, content_type = orjson.dumps(response.body), "application/json"
+    try:
+        phrase = http.HTTPStatus(response.status).phrase
+    except ValueError:
+        phrase = ""
+    lines = [
+        f"HTTP/1.1 {response.status} {phrase}",
+        f"Content-Type: {content_type}",
+        f"Content-Length: {len(payload)}",
+    ]
+    if response.index is not None:
+        lines.append(f"X-Nomad-Index: {response.index}")
+    lines += ["X-Nomad-KnownLeader: true", "X-Nomad-LastContact: 0"]
+    if close:
+        lines.append("Connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode() + payload

@@ -63,9 +63,22 @@ def _snapshot_policy(args: argparse.Namespace) -> Any:
     return SnapshotPolicy(every_entries=args.snapshot_every, keep_tail=args.snapshot_tail)
 
 
+def _check_tls(args: argparse.Namespace) -> None:
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise CliError("-tls-cert and -tls-key go together", code=2)
+    if args.tls_cert:
+        from actors.api.server import tls_context
+
+        try:
+            tls_context(args.tls_cert, args.tls_key)
+        except ValueError as exc:
+            raise CliError(str(exc), code=2) from None
+
+
 def _agent(args: argparse.Namespace) -> int:
     if not args.dev:
         raise CliError("agent: only -dev mode is available so far", code=2)
+    _check_tls(args)
     import signal
     import threading
     import time
@@ -96,6 +109,8 @@ def _agent(args: argparse.Namespace) -> int:
         real_agents=True,
         raw_exec=True,  # as in Nomad's -dev mode
         http_addr=args.http_addr,
+        tls_cert=Path(args.tls_cert) if args.tls_cert else None,
+        tls_key=Path(args.tls_key) if args.tls_key else None,
         acl_enabled=args.acl_enabled,
         acl_bootstrap_token=args.acl_bootstrap_token,
         autoscaler_policy_dir=Path(args.autoscaler_policy_dir)
@@ -148,6 +163,8 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(agent, "-workers", type=int, default=None, help="default: CPUs")
     _flag(agent, "-nodes", type=int, default=3, help="simulated dev nodes")
     _flag(agent, "-acl-enabled", action="store_true", help="require X-Nomad-Token")
+    _flag(agent, "-tls-cert", default=None, help="serve HTTPS with this PEM certificate")
+    _flag(agent, "-tls-key", default=None, help="and this PEM key")
     _flag(agent, "-acl-bootstrap-token", default=None, help="issue this management token")
     _flag(
         agent,

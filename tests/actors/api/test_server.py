@@ -5,12 +5,23 @@ request: the body was held until the client's delayed ACK of the headers, ~40 ms
 from __future__ import annotations
 
 import re
+import shutil
 import socket
+import ssl
+import subprocess
 import time
+import urllib.request
+from pathlib import Path
 from typing import cast
 
+import orjson
+import pytest
+
 from actors.api.core import Api, ApiRequest, ApiResponse
-from actors.api.server import ApiHttpServer
+from actors.api.core.memory_backend import Client, MemoryBackend
+from actors.api.core.shapes import job_to_nomad
+from actors.api.server import ApiHttpServer, tls_context
+from contracts import Job, Resources, Task, TaskGroup
 
 
 class Echo:
@@ -72,3 +83,118 @@ def test_silent_clients_time_out_and_extra_connections_are_refused_at_once() -> 
     finally:
         server.stop()
     assert ApiHttpServer.request_queue_size == 1024  # the listen backlog, not 5
+
+
+def _self_signed(tmp: Path) -> tuple[Path, Path]:
+    cert, key = tmp / "cert.pem", tmp / "key.pem"
+    argv = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+    argv += ["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]
+    argv += ["-keyout", str(key), "-out", str(cert)]
+    subprocess.run(argv, check=True, capture_output=True)
+    return cert, key
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_https_with_a_certificate_and_key(tmp_path: Path) -> None:
+    cert, key = _self_signed(tmp_path)
+    server = ApiHttpServer(
+        "127.0.0.1:0", cast(Api, Echo()), ssl_context=tls_context(str(cert), str(key))
+    ).start()
+    try:
+        assert server.address.startswith("https://")
+        trusted = ssl.create_default_context(cafile=str(cert))
+        with urllib.request.urlopen(server.address + "/v1/tls", context=trusted, timeout=10) as r:
+            assert r.status == 200 and orjson.loads(r.read())["path"] == "/v1/tls"
+        # A plain-HTTP client is not answered in the clear.
+        host, port = str(server.server_address[0]), int(server.server_address[1])
+        assert not _get(host, port, "/v1/plain").startswith(b"HTTP/1.1 200")
+    finally:
+        server.stop()
+    with pytest.raises(ValueError, match="tls-cert"):
+        tls_context(str(tmp_path / "missing.pem"), str(key))
+
+
+def test_thousands_of_slow_clients_leave_a_normal_request_fast() -> None:
+    server = ApiHttpServer("127.0.0.1:0", cast(Api, Echo()), idle_timeout_s=30).start()
+    held = []
+    try:
+        host, port = str(server.server_address[0]), int(server.server_address[1])
+        for _ in range(2000):
+            conn = socket.create_connection((host, port), timeout=10)
+            conn.sendall(b"GET /v1/slow HT")  # half a request line, then nothing
+            held.append(conn)
+        deadline = time.monotonic() + 10
+        while server.open_connections < 2000:
+            assert time.monotonic() < deadline, server.open_connections
+            time.sleep(0.05)
+        started = time.monotonic()
+        reply = _get(host, port, "/v1/normal")
+        assert reply.startswith(b"HTTP/1.1 200") and b"/v1/normal" in reply
+        assert time.monotonic() - started < 5  # answered, not queued behind the slow ones
+        assert server.refused_connections == 0
+    finally:
+        for conn in held:
+            conn.close()
+        server.stop()
+
+
+def test_bad_requests_are_answered_with_the_reason() -> None:
+    server = ApiHttpServer("127.0.0.1:0", cast(Api, Echo()), max_body_bytes=10).start()
+    try:
+        host, port = str(server.server_address[0]), int(server.server_address[1])
+        for raw, status, says in (
+            (b"NONSENSE\r\n\r\n", b"400", b"bad request line"),
+            (
+                b"POST /v1/x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
+                b"411",
+                b"Content-Length",
+            ),
+            (
+                b"POST /v1/x HTTP/1.1\r\nContent-Length: 99\r\n\r\n" + b"x" * 99,
+                b"413",
+                b"too large",
+            ),
+            (b"GET /v1/x HTTP/1.1\r\nX: " + b"y" * 70_000 + b"\r\n\r\n", b"431", b"too large"),
+        ):
+            with socket.create_connection((host, port), timeout=10) as conn:
+                conn.sendall(raw)
+                data = b""
+                while chunk := conn.recv(1 << 16):
+                    data += chunk
+            assert data.startswith(b"HTTP/1.1 " + status) and says in data, data[:200]
+    finally:
+        server.stop()
+
+
+def test_blocking_queries_wait_on_the_loop_not_on_handler_threads() -> None:
+    backend = MemoryBackend()
+    api = Api(backend)
+    server = ApiHttpServer("127.0.0.1:0", api, handler_threads=2).start()
+    waiting: list[socket.socket] = []
+    try:
+        host, port = str(server.server_address[0]), int(server.server_address[1])
+        task = Task("t", "mock", {}, resources=Resources(10, 16))
+        first = Job("first", "first", task_groups=(TaskGroup("g", 1, tasks=(task,)),))
+        assert Client(api)("POST", "/v1/jobs", {"Job": job_to_nomad(first)}).status == 200
+        index = Client(api)("GET", "/v1/jobs").index or 0
+        for _ in range(8):  # four times the handler threads
+            conn = socket.create_connection((host, port), timeout=30)
+            conn.sendall(
+                f"GET /v1/jobs?index={index}&wait=20s HTTP/1.1\r\nHost: t\r\n\r\n".encode()
+            )
+            waiting.append(conn)
+        time.sleep(0.3)
+        started = time.monotonic()
+        assert _get(host, port, "/v1/status/leader").startswith(b"HTTP/1.1 200")
+        assert time.monotonic() - started < 2  # not queued behind the waiting queries
+        job = Job("woken", "woken", task_groups=(TaskGroup("g", 1, tasks=(task,)),))
+        assert Client(api)("POST", "/v1/jobs", {"Job": job_to_nomad(job)}).status == 200
+        for conn in waiting:  # every waiting query is answered with the new index
+            head = conn.recv(1 << 16)
+            found = re.search(rb"X-Nomad-Index: (\d+)", head)
+            assert head.startswith(b"HTTP/1.1 200") and found and int(found.group(1)) > index
+            assert b"woken" in head or b"woken" in conn.recv(1 << 16)
+    finally:
+        for conn in waiting:
+            conn.close()
+        server.stop()

@@ -1,0 +1,194 @@
+"""The HTTP API's server under load and abuse: `python -m bench.api`.
+
+The API core over an in-process backend (`--jobs` registered jobs) is served on a loopback
+port by drover's HTTP server, here; the clients run in a process of their own (asyncio raw
+sockets, so that the load costs little CPU):
+
+1. `--clients` keep-alive clients send small GETs (`GET /v1/job/<id>`, a few hundred bytes
+   of JSON) back to back for `--seconds`: `rps`, `p50_ms`, `p99_ms`;
+2. `--slow` clients open a connection each and send half a request line, then nothing;
+   while they hold their connections, one client sends the same GETs one after another:
+   `p99_ms_under_slow_clients`, `errors_under_slow_clients` (refused or failed requests),
+   and `slow_connected` (how many slow clients the server let in).
+
+One JSON line. Targets on a 2-core machine (issue 17): rps >= 2,000, p99 <= 50 ms, and
+<= 100 ms under 5,000 slow clients.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import sys
+import time
+from multiprocessing.connection import Connection
+from typing import Any
+
+import orjson
+
+from actors.api.core import Api
+from actors.api.core.memory_backend import MemoryBackend
+from actors.api.core.shapes import job_to_nomad
+from actors.api.server import ApiHttpServer
+from contracts import Job, Resources, Task, TaskGroup
+
+
+def _request(path: str) -> bytes:
+    return f"GET {path} HTTP/1.1\r\nHost: bench\r\n\r\n".encode()
+
+
+async def _read_response(reader: asyncio.StreamReader) -> int:
+    head = await reader.readuntil(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    length = 0
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"content-length:"):
+            length = int(line.split(b":", 1)[1])
+    if length:
+        await reader.readexactly(length)
+    return status
+
+
+async def _client(
+    host: str, port: int, paths: list[str], until: float, latencies: list[float]
+) -> int:
+    errors = 0
+    reader, writer = await asyncio.open_connection(host, port)
+    n = 0
+    try:
+        while time.monotonic() < until:
+            started = time.perf_counter()
+            writer.write(_request(paths[n % len(paths)]))
+            n += 1
+            try:
+                status = await _read_response(reader)
+            except (asyncio.IncompleteReadError, ConnectionError):
+                errors += 1
+                writer.close()
+                reader, writer = await asyncio.open_connection(host, port)
+                continue
+            if status != 200:
+                errors += 1
+            latencies.append(time.perf_counter() - started)
+    finally:
+        writer.close()
+    return errors
+
+
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
+
+
+async def _keep_alive_phase(
+    host: str, port: int, clients: int, seconds: float, paths: list[str]
+) -> dict[str, Any]:
+    latencies: list[float] = []
+    started = time.monotonic()
+    until = started + seconds
+    errors = await asyncio.gather(
+        *(_client(host, port, paths[i:] + paths[:i], until, latencies) for i in range(clients))
+    )
+    elapsed = time.monotonic() - started
+    return {
+        "rps": round(len(latencies) / elapsed),
+        "p50_ms": _percentile(latencies, 0.5),
+        "p99_ms": _percentile(latencies, 0.99),
+        "errors": sum(errors),
+    }
+
+
+async def _slow_phase(
+    host: str, port: int, slow: int, seconds: float, paths: list[str]
+) -> dict[str, Any]:
+    held: list[asyncio.StreamWriter] = []
+    failed = 0
+    for _ in range(slow):
+        try:
+            _reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 5)
+            writer.write(b"GET /v1/jobs HT")  # half a request line, then nothing
+            held.append(writer)
+        except (TimeoutError, OSError):
+            failed += 1
+    await asyncio.sleep(0.5)
+    latencies: list[float] = []
+    errors = await _client(host, port, paths, time.monotonic() + seconds, latencies)
+    for writer in held:
+        writer.close()
+    return {
+        "p50_ms_under_slow_clients": _percentile(latencies, 0.5),
+        "p99_ms_under_slow_clients": _percentile(latencies, 0.99),
+        "requests_under_slow_clients": len(latencies),
+        "errors_under_slow_clients": errors,
+        "slow_connected": slow - failed,
+    }
+
+
+def _load_main(conn: Connection, host: str, port: int, args: dict[str, Any]) -> None:
+    paths = [f"/v1/job/bench-{i:04d}" for i in range(args["jobs"])]
+    line = asyncio.run(_keep_alive_phase(host, port, args["clients"], args["seconds"], paths))
+    if args["slow"]:
+        line |= asyncio.run(_slow_phase(host, port, args["slow"], args["seconds"], paths))
+    conn.send(line)
+
+
+def _backend(jobs: int) -> MemoryBackend:
+    backend = MemoryBackend()
+    task = Task("t", "mock", {}, resources=Resources(10, 16))
+    api = Api(backend)
+    for i in range(jobs):
+        job = Job(
+            f"bench-{i:04d}", f"bench-{i:04d}", task_groups=(TaskGroup("g", 1, tasks=(task,)),)
+        )
+        from actors.api.core.http_types import ApiRequest
+
+        body = orjson.dumps({"Job": job_to_nomad(job)})
+        reply = api.handle(ApiRequest("POST", "/v1/jobs", {}, body))
+        assert reply.status == 200, reply.body
+    return backend
+
+
+def run(jobs: int, clients: int, slow: int, seconds: float) -> dict[str, Any]:
+    server = ApiHttpServer("127.0.0.1:0", Api(_backend(jobs))).start()
+    try:
+        host, port = server.server_address[:2]
+        ours, theirs = multiprocessing.Pipe()
+        args = {"jobs": jobs, "clients": clients, "slow": slow, "seconds": seconds}
+        load = multiprocessing.get_context("spawn").Process(
+            target=_load_main, args=(theirs, str(host), int(port), args), daemon=True
+        )
+        load.start()
+        line: dict[str, Any] = ours.recv()
+        load.join(30)
+    finally:
+        server.stop()
+    return {
+        "bench": "api",
+        "server": getattr(server, "kind", "threaded"),  # the stdlib one had no kind
+        "clients": clients,
+        "slow_clients": slow,
+        "seconds": seconds,
+        **line,
+    }
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--jobs", type=int, default=100)
+    parser.add_argument("--clients", type=int, default=64)
+    parser.add_argument("--slow", type=int, default=5000)
+    parser.add_argument("--seconds", type=float, default=10.0)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    line = run(args.jobs, args.clients, args.slow, args.seconds)
+    sys.stdout.write(orjson.dumps(line).decode() + "\n")
+
+
+if __name__ == "__main__":
+    main()
