@@ -7,6 +7,9 @@ random structures) and checks what a bad input may do:
   values; `api-bodies`: a random body (JSON or not) to every POST, PUT and DELETE route of the
   API. Through the API core on the in-memory backend (the real leader core and store): never
   a 5xx, never an exception, and a refused request (4xx) leaves the state's index unchanged.
+- `acl-bodies`: ACL policy and token bodies with ACLs on, sent with a management token
+  (fields replaced, random rules, random bodies): never a 5xx, and a refusal leaves every
+  policy and token as it was.
 - `job-hcl`: an example HCL job with random edits; `scaling-policy`: a cluster scaling policy
   file with random edits; `dstack-yaml`: the dstack fleet and task examples with fields
   replaced: parsed, or refused with a `ValidationError`, nothing else.
@@ -218,6 +221,68 @@ def api_bodies(n: int) -> dict[str, Any]:
     )
 
 
+_POLICY_RULES = 'namespace "default" {\n  policy = "read"\n  capabilities = ["scale-job"]\n}\n'
+
+
+def acl_bodies(n: int) -> dict[str, Any]:
+    """ACL policies and tokens with ACLs on, as a management token sends them: valid bodies
+    with fields replaced, random rules text, random bodies. A refusal leaves every policy
+    and token as it was."""
+    backend = MemoryBackend(acl_enabled=True)
+    anonymous = Client(Api(backend))
+    root = Client(anonymous.api, token=anonymous("POST", "/v1/acl/bootstrap").body["SecretID"])
+    root("POST", "/v1/acl/policy/p", {"Name": "p", "Rules": _POLICY_RULES})
+    made = root("POST", "/v1/acl/token", {"Name": "t", "Type": "client", "Policies": ["p"]})
+    accessor = made.body["AccessorID"]
+    store = backend.acl.store
+
+    def acl_state() -> tuple[Any, ...]:
+        return (tuple(store.policies()), tuple(store.tokens()))
+
+    def check(case: tuple[str, str, bytes]) -> str | None:
+        method, path, body = case
+        before = acl_state()
+        reply = root(method, path, body)
+        if reply.status >= 500:
+            return f"{method} {path}: {reply.status} {reply.body!r}"
+        if 400 <= reply.status < 500 and acl_state() != before:
+            return f"{method} {path}: refused with {reply.status} but the ACLs changed"
+        return None
+
+    policy = {"Name": "p", "Description": "d", "Rules": _POLICY_RULES}
+    token = {"AccessorID": accessor, "Name": "t", "Type": "client", "Policies": ["p"]}
+    rules = st.one_of(st.text(max_size=200), st.sampled_from(_RULE_SNIPPETS))
+    cases = st.one_of(
+        _mutations(policy).map(lambda d: ("POST", "/v1/acl/policy/p", _encode(d))),
+        rules.map(lambda r: ("POST", "/v1/acl/policy/p", _encode({"Name": "p", "Rules": r}))),
+        _mutations(token).map(lambda d: ("POST", "/v1/acl/token", _encode(d))),
+        _mutations(token).map(lambda d: ("POST", f"/v1/acl/token/{accessor}", _encode(d))),
+        st.tuples(
+            st.sampled_from(
+                [
+                    ("POST", "/v1/acl/policy/p"),
+                    ("POST", "/v1/acl/token"),
+                    ("DELETE", "/v1/acl/token/x"),
+                ]
+            ),
+            st.one_of(json_values.map(_encode), st.binary(max_size=64)),
+        ).map(lambda c: (c[0][0], c[0][1], c[1])),
+    )
+    return run_surface(cases, check, n)
+
+
+_RULE_SNIPPETS = [
+    'namespace "a" { policy = "fly" }',
+    'namespace { policy = "read" }',
+    'node { policy = ["read"] }',
+    'namespace "a" { capabilities = "submit-job" }',
+    '{"namespace": []}',
+    '{"node": {"policy": 3}}',
+    "agent { }",
+    'operator { policy = "write" extra = 1 }',
+]
+
+
 # -- files ------------------------------------------------------------------------------------
 
 
@@ -284,6 +349,7 @@ def stream(n: int) -> dict[str, Any]:
 SURFACES: dict[str, Callable[[int], dict[str, Any]]] = {
     "job-json": job_json,
     "api-bodies": api_bodies,
+    "acl-bodies": acl_bodies,
     "job-hcl": job_hcl,
     "scaling-policy": scaling_policy,
     "dstack-yaml": dstack_yaml,
