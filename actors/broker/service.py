@@ -218,7 +218,7 @@ class BrokerService:
                         self.stats["acked"] += 1
                         done.append(ack.eval_id)
                     else:
-                        self.broker.nack(ack.eval_id, ack.token)
+                        self.broker.nack(ack.eval_id, ack.token, ack.reason)
                         self.stats["nacked"] += 1
                     self.tracing.settled(ack.eval_id, ack.outcome is AckOutcome.ACK)
                 except (NotOutstandingError, EvalBrokerError):

@@ -61,7 +61,7 @@ def job_key(evaluation: Evaluation) -> JobKey:
 class _Entry:
     """One tracked eval (Nomad's `evals[id]` dequeue count plus where it currently is)."""
 
-    __slots__ = ("dequeues", "eval", "location", "paused", "queue", "token")
+    __slots__ = ("dequeues", "eval", "last_failure", "location", "paused", "queue", "token")
 
     def __init__(self, evaluation: Evaluation) -> None:
         self.eval = evaluation
@@ -70,6 +70,7 @@ class _Entry:
         self.dequeues = 0
         self.token = ""  # set while UNACKED
         self.paused = False  # UNACKED with its nack timer stopped
+        self.last_failure = ""  # why its latest delivery was nacked
 
 
 class _JobRef:
@@ -248,10 +249,18 @@ class EvalBroker:
         if requeued is not None:
             self._process_enqueue(requeued, "")
 
-    def nack(self, eval_id: str, token: str) -> None:
-        """The delivery failed: redeliver after a delay, or fail it at the delivery limit."""
+    def nack(self, eval_id: str, token: str, reason: str = "") -> None:
+        """The delivery failed (`reason`: the worker's why): redeliver after a delay, or fail
+        it at the delivery limit."""
         self._requeue.pop(token, None)
-        self._nack(self._lookup(eval_id, token), self._clock())
+        entry = self._lookup(eval_id, token)
+        entry.last_failure = reason or "nacked without a reason"
+        self._nack(entry, self._clock())
+
+    def last_failure(self, eval_id: str) -> str:
+        """Why the eval's latest delivery failed ("" if none did)."""
+        entry = self._entries.get(eval_id)
+        return entry.last_failure if entry is not None else ""
 
     def _nack(self, entry: _Entry, at: float) -> None:
         """Nack at time `at` (a timer's deadline when it fired unobserved between ticks)."""
@@ -318,7 +327,11 @@ class EvalBroker:
         """Fire due nack timers (auto-nack), then release delayed evals that are due."""
         now = self._clock()
         while (fired := self._timers.pop_due(now)) is not None:
-            self._nack(self._entries[fired[0]], fired[1])
+            entry = self._entries[fired[0]]
+            entry.last_failure = (
+                f"no ack within {self._nack_timeout:g}s (the worker hung, died or lost Redis)"
+            )
+            self._nack(entry, fired[1])
         while (due := self._waiting.pop_due(now)) is not None:
             entry = self._entries[due[0]]
             self._enqueue_locked(entry, entry.eval.type)

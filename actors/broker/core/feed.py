@@ -150,7 +150,9 @@ class BrokerFeed:
                 dataclasses.replace(
                     failed,
                     status=EvalStatus.FAILED,
-                    status_description=delivery_limit_description(self.broker.delivery_limit),
+                    status_description=delivery_limit_description(
+                        self.broker.delivery_limit, self.broker.last_failure(failed.id)
+                    ),
                     next_eval=follow_up.id,
                     modify_time=now,
                 )

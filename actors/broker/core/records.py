@@ -14,9 +14,11 @@ CANCELED_DESCRIPTION = "canceled after more recent eval was processed"
 """StatusDescription for evals handed out by `EvalBroker.take_cancelable` (Nomad's text)."""
 
 
-def delivery_limit_description(limit: int) -> str:
-    """StatusDescription the leader writes on an eval taken from `FAILED_QUEUE`."""
-    return f"evaluation reached delivery limit ({limit})"
+def delivery_limit_description(limit: int, last_failure: str = "") -> str:
+    """StatusDescription the leader writes on an eval taken from `FAILED_QUEUE` (Nomad's
+    words), with why its last delivery failed."""
+    described = f"evaluation reached delivery limit ({limit})"
+    return f"{described}; last failure: {last_failure[:500]}" if last_failure else described
 
 
 class Location(StrEnum):
