@@ -444,9 +444,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             result, settle_s = settle(
                 lambda: check_state(agent.redis_url, names, dict(load.expected)), args.settle
             )
-            recoveries = [
-                found - at for _t, at in injector.kills if (found := watch.first_after(at))
+            recovered = [
+                (target, found - at)
+                for target, at in injector.kills
+                if (found := watch.first_after(at))
             ]
+            recoveries = [seconds for _target, seconds in recovered]
+            slowest: dict[str, float] = {}
+            for target, seconds in recovered:
+                slowest[target] = round(max(slowest.get(target, 0.0), seconds), 3)
             threads[0].join(5)
         finally:
             stop.set()
@@ -473,6 +479,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "recovery_p50_s": _percentile(recoveries, 0.5),
             "recovery_p99_s": _percentile(recoveries, 0.99),
             "recovery_max_s": round(max(recoveries), 3) if recoveries else None,
+            "recovery_max_s_by_target": slowest,
             "kills_without_a_later_plan": len(injector.kills) - len(recoveries),
             "settle_s": round(settle_s, 1),
             "injector_failures": injector.failures[:5],
