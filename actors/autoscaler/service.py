@@ -76,6 +76,7 @@ from observability import Telemetry
 log = logging.getLogger(__name__)
 
 USAGE_READ_COUNT = 512
+LOG_LINGER_S = 0.05  # after a log read that brought entries, before the next
 PRUNE_EVERY_S = 30.0
 
 
@@ -180,7 +181,11 @@ class AutoscalerService:
             self.usage.track(self.registry.tracked_groups())
 
     def run(self, stop: threading.Event) -> None:
-        tail = threading.Thread(target=self.replica.run, args=(stop, 100), daemon=True)
+        # Nothing here needs an entry the moment it commits (policies are evaluated every few
+        # seconds): reads linger so that a stream of small jobs costs a read per batch.
+        tail = threading.Thread(
+            target=self.replica.run, args=(stop, 100, LOG_LINGER_S), daemon=True
+        )
         tail.start()
         reconnecting = Reconnecting(stop, "autoscaler")
         try:
