@@ -94,7 +94,13 @@ NEEDS: dict[tuple[str, str], Need] = {
     ("GET", "/v1/run/:name"): _READ_JOB,
     ("POST", "/v1/run/:name/stop"): _SUBMIT,
     ("PUT", "/v1/run/:name/stop"): _SUBMIT,
+    ("GET", "/v1/agent/self"): Need("agent"),
+    ("GET", "/v1/agent/members"): NODE_READ,
+    ("GET", "/v1/agent/servers"): Need("agent"),
+    ("POST", "/v1/validate/job"): _ns("read-job"),
+    ("PUT", "/v1/validate/job"): _ns("read-job"),
     # Nomad answers these without a token.
+    ("GET", "/v1/agent/health"): OPEN,
     ("GET", "/v1/status/leader"): OPEN,
     ("GET", "/v1/status/peers"): OPEN,
     ("GET", "/v1/regions"): OPEN,

@@ -16,6 +16,7 @@ from urllib.parse import unquote
 
 from actors.api.core import (
     acl_routes,
+    agent_routes,
     cluster,
     dstack_routes,
     jobs,
@@ -91,6 +92,7 @@ _ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/v1/status/peers", cluster.peers),
     ("GET", "/v1/regions", cluster.regions),
     *acl_routes.ROUTES,
+    *agent_routes.ROUTES,
     ("GET", "/v1/metrics", metrics_routes.metrics),
 ]
 

@@ -31,10 +31,12 @@ class Call:
         return self.request.query.get(name, default)
 
     def flag(self, name: str) -> bool:
-        raw = self.request.query.get(name, "false").lower()
-        if raw in ("", "1", "true", "yes"):
-            return raw != ""
-        if raw in ("0", "false", "no"):
+        """A boolean query parameter as Nomad parses it (Go's strconv.ParseBool: 1, t, T,
+        TRUE, true, True and their false forms; also yes/no); absent or empty: false."""
+        raw = self.request.query.get(name, "")
+        if raw in ("1", "t", "T", "TRUE", "true", "True") or raw.lower() == "yes":
+            return True
+        if raw in ("", "0", "f", "F", "FALSE", "false", "False") or raw.lower() == "no":
             return False
         raise bad_request(f"{name}: expected true or false, got {raw!r}")
 

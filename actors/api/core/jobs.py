@@ -130,7 +130,15 @@ def get_job(call: Call) -> ApiResponse:
 
 
 def stop_job(call: Call) -> ApiResponse:
-    response = call.write(RequestKind.STOP_JOB, job_id=call.params["id"], purge=call.flag("purge"))
+    purge = call.flag("purge")
+    state = call.backend.snapshot()
+    if state.job(call.namespace, call.params["id"]) is None:
+        # Nomad: deregistering a job that does not exist is not an error; nothing happens.
+        index = state.latest_index()
+        body = {"EvalID": "", "EvalCreateIndex": 0, "JobModifyIndex": 0, "Warnings": ""}
+        body |= {"Index": index, "LastContact": 0, "KnownLeader": True}
+        return ApiResponse(200, body, index=index)
+    response = call.write(RequestKind.STOP_JOB, job_id=call.params["id"], purge=purge)
     return _write_reply(response)
 
 
