@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 
 from contracts.errors import ValidationError
+from contracts.jobspec.hcl import load, to_plain
 
 DENY, READ, WRITE, SCALE, LIST = "deny", "read", "write", "scale", "list"
 
@@ -162,21 +163,7 @@ def _load(text: str) -> dict[str, Any]:
         if not isinstance(data, dict):
             raise ValidationError("Rules: expected a JSON object")
         return data
-    from contracts.jobspec.hcl import Block, Body, load
-
-    def plain(body: Body) -> dict[str, Any]:
-        out: dict[str, Any] = dict(body.attrs)
-        for name, blocks in body.blocks.items():
-            out[name] = [_block_dict(b, plain) for b in blocks]
-        return out
-
-    def _block_dict(block: Block, conv: Any) -> Any:
-        inner = conv(block.body)
-        for label in reversed(block.labels):
-            inner = {label: inner}
-        return inner
-
-    return plain(load(text))
+    return to_plain(load(text))
 
 
 def _bodies(value: Any) -> Iterable[dict[str, Any]]:

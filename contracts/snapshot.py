@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import orjson
 
-from contracts.codec import CodecError, describe, from_wire, to_wire
+from contracts.codec import CodecError, loads, to_wire
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,13 +40,7 @@ def encode_header(header: SnapshotHeader) -> bytes:
 
 def decode_header(raw: bytes | str) -> SnapshotHeader:
     """Raises CodecError naming the field of a bad header."""
-    try:
-        data = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise CodecError("$", f"not valid JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise CodecError("$", f"expected an object, got {describe(data)}")
-    header = from_wire(SnapshotHeader, data, "$")
+    header = loads(SnapshotHeader, raw)
     if header.index < 0 or header.chunks < 0:
-        raise CodecError("$", f"negative index or chunk count in {describe(data)}")
+        raise CodecError("$", f"negative index ({header.index}) or chunks ({header.chunks})")
     return header
