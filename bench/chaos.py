@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import psutil
 import redis
 
 from actors.api.core.shapes import job_to_nomad
@@ -78,34 +79,17 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _children() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        tree.setdefault(ppid, []).append(int(entry))
-    return tree
-
-
-def descendants(pid: int) -> list[int]:
-    tree, found, todo = _children(), [], [pid]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _cmdline(pid: int) -> str:
+def descendants(pid: int) -> list[psutil.Process]:
     try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
+        return list(psutil.Process(pid).children(recursive=True))
+    except psutil.Error:
+        return []
+
+
+def _cmdline(process: psutil.Process) -> str:
+    try:
+        return " ".join(process.cmdline())
+    except psutil.Error:  # gone, or a zombie
         return ""
 
 
@@ -145,20 +129,16 @@ class Agent:
     def pids(self, title: str) -> list[int]:
         if self.process is None:
             return []
-        return [p for p in descendants(self.process.pid) if _cmdline(p).startswith(title)]
+        tree = descendants(self.process.pid)
+        return [p.pid for p in tree if _cmdline(p).startswith(title)]
 
     def redis_pid(self) -> int | None:
-        found = [
-            p
-            for p in (descendants(self.process.pid) if self.process else [])
-            if "redis-server" in _cmdline(p)
-        ]
-        return found[0] if found else None
+        tree = descendants(self.process.pid) if self.process else []
+        return next((p.pid for p in tree if "redis-server" in _cmdline(p)), None)
 
     def kill_tree(self) -> None:
         assert self.process is not None
-        pids = [self.process.pid, *descendants(self.process.pid)]
-        for pid in pids:
+        for pid in (self.process.pid, *(p.pid for p in descendants(self.process.pid))):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         self.process.wait(30)

@@ -25,27 +25,25 @@ import argparse
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from actors.leader.core.inprocess_planner import InProcessPlanner
 from actors.leader.durable_log import DurableLog
 from actors.leader.service import LeaderService
 from actors.leader.snapshots import SnapshotPolicy
-from actors.process_settings import after_state_applied, tune_gc
+from actors.process_settings import tune_gc
 from actors.runtime.replica import LogReplica
 from actors.state.job_scoped import JobScopedStore
 from actors.streams.client import connect
 from actors.streams.names import StreamNames
-from actors.worker.core.scheduler import new_scheduler
+from bench.core import make_nodes, schedule_all
 from bench.replica import RecordingStore
 from contracts import (
-    DriverInfo,
     Evaluation,
     Job,
-    Node,
     NodeResources,
     Resources,
     Task,
@@ -70,7 +68,7 @@ def _job(i: int, count: int) -> Job:
     return Job(
         id=f"restart-{i:05d}",
         name=f"restart-{i:05d}",
-        datacenters=("dc1",),
+        datacenters=("dc1", "dc2", "dc3"),  # every node of bench.core's fleet
         task_groups=(TaskGroup("app", count, tasks=(task,)),),
     )
 
@@ -78,20 +76,9 @@ def _job(i: int, count: int) -> Job:
 def record(nodes: int, jobs: int, count: int, reports: int) -> list[LogEntry]:
     store = RecordingStore(reports)
     resources = NodeResources(cpu=40_000, memory_mb=65_536, disk_mb=1_000_000)
-    store.commit(
-        UpsertNodes(
-            tuple(
-                Node(
-                    f"node-{i:05d}",
-                    f"node-{i:05d}",
-                    drivers={"mock": DriverInfo()},
-                    node_resources=resources,
-                ).with_computed_class()
-                for i in range(nodes)
-            )
-        )
-    )
-    planner = InProcessPlanner(store)
+    fleet = [replace(n, node_resources=resources) for n in make_nodes(nodes, seed=7)]
+    store.commit(UpsertNodes(tuple(fleet)))
+    eval_ids = []
     for i in range(jobs):
         job = _job(i, count)
         ev = Evaluation(
@@ -102,10 +89,8 @@ def record(nodes: int, jobs: int, count: int, reports: int) -> list[LogEntry]:
             triggered_by=TriggeredBy.JOB_REGISTER,
         )
         store.commit(UpsertJob(job, (ev,)))
-        stored = store.eval(ev.id)
-        assert stored is not None
-        new_scheduler("service", store.snapshot(), planner).process(stored)
-        after_state_applied()
+        eval_ids.append(ev.id)
+    schedule_all(store, eval_ids)
     return store.entries
 
 

@@ -34,6 +34,7 @@ from actors.agent.core.cluster import cluster_env, cluster_info
 from actors.agent.core.retire import Retirement
 from actors.agent.core.usage import node_mhz_per_core, usage_samples
 from actors.process_settings import tune_gc, when_idle
+from actors.runtime.reconnect import UNREACHABLE, Reconnecting
 from actors.runtime.replica import LogReplica
 from actors.state import StateStore
 from actors.streams import StreamBus
@@ -143,31 +144,36 @@ class AgentService:
         tail = threading.Thread(target=follow_log, daemon=True)
         tail.start()
         next_beat = next_sweep = next_usage = 0.0
+
+        def turn() -> None:
+            nonlocal next_beat, next_sweep, next_usage
+            now = self.clock()
+            if now >= next_beat:
+                self.heartbeat()
+                next_beat = now + self.heartbeat_s
+            if now >= next_sweep:
+                # Runners whose final status is committed are dropped; this scans them all,
+                # so it runs on a timer, never per log entry.
+                with self.lock:
+                    self.core.forget_terminal()
+                next_sweep = now + SWEEP_INTERVAL_S
+            if self.retirement:
+                self._release_drained()
+            if self.usage_interval_s > 0 and now >= next_usage:
+                # Reads every running task's processes: on its timer, never per entry.
+                next_usage = now + self.usage_interval_s
+                self._publish_usage_or_log()
+            if self.report():
+                stop.wait(REPORT_GAP_S)
+            else:
+                when_idle()
+
+        reconnecting = Reconnecting(stop, f"agent {self.agent_id}")
         while not stop.is_set():
             try:
-                now = self.clock()
-                if now >= next_beat:
-                    self.heartbeat()
-                    next_beat = now + self.heartbeat_s
-                if now >= next_sweep:
-                    # Runners whose final status is committed are dropped; this scans them
-                    # all, so it runs on a timer, never per log entry.
-                    with self.lock:
-                        self.core.forget_terminal()
-                    next_sweep = now + SWEEP_INTERVAL_S
-                if self.retirement:
-                    self._release_drained()
-                if self.usage_interval_s > 0 and now >= next_usage:
-                    # Reads every running task's processes: on its timer, never per entry.
-                    next_usage = now + self.usage_interval_s
-                    self._publish_usage_or_log()
-                if self.report():
-                    stop.wait(REPORT_GAP_S)
-                else:
-                    when_idle()
-            except redis.ConnectionError:
-                if stop.is_set():
-                    return
+                reconnecting(turn)
+            except UNREACHABLE:
+                return  # raised only once stop is set
             # The tick paces drivers and timers; new allocations cut it short.
             if self._work.wait(self.tick_s):
                 self._work.clear()

@@ -9,12 +9,13 @@ try.
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from typing import Any
 
 import orjson
 import redis
 
+from actors.api.core.acl import stamped
 from actors.streams.names import StreamNames
 from contracts.acl import AclPolicy, AclToken, hash_secret
 
@@ -38,11 +39,7 @@ class RedisAclStore:
         return sorted((AclPolicy(**orjson.loads(r)) for r in rows), key=lambda p: p.name)
 
     def put_policy(self, policy: AclPolicy) -> AclPolicy:
-        index = self._next()
-        old = self.policy(policy.name)
-        stored = replace(
-            policy, create_index=old.create_index if old else index, modify_index=index
-        )
+        stored = stamped(policy, self.policy(policy.name), self._next())
         self.client.hset(self.names.acl_policies, policy.name, orjson.dumps(asdict(stored)))
         return stored
 
@@ -67,9 +64,7 @@ class RedisAclStore:
         return sorted((_token(r) for r in rows), key=lambda t: t.create_index)
 
     def put_token(self, token: AclToken) -> AclToken:
-        index = self._next()
-        old = self.token(token.accessor_id)
-        stored = replace(token, create_index=old.create_index if old else index, modify_index=index)
+        stored = stamped(token, self.token(token.accessor_id), self._next())
         pipe = self.client.pipeline(transaction=True)
         pipe.hset(self.names.acl_tokens, token.accessor_id, orjson.dumps(asdict(stored)))
         pipe.hset(self.names.acl_secrets, token.secret_hash, token.accessor_id)

@@ -15,7 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from actors.api.core.errors import ApiError
 from contracts.acl import (
@@ -54,6 +54,15 @@ class AclStore(Protocol):
         ...
 
 
+Record = TypeVar("Record", AclPolicy, AclToken)
+
+
+def stamped(record: Record, old: Record | None, index: int) -> Record:
+    """`record` as a store keeps it at `index`: the create index of the one it replaces (or
+    `index`), and `index` as its modify index."""
+    return replace(record, create_index=old.create_index if old else index, modify_index=index)
+
+
 class MemoryAclStore:
     def __init__(self) -> None:
         self._policies: dict[str, AclPolicy] = {}
@@ -75,11 +84,7 @@ class MemoryAclStore:
 
     def put_policy(self, policy: AclPolicy) -> AclPolicy:
         with self._lock:
-            index = self._next()
-            old = self._policies.get(policy.name)
-            stored = replace(
-                policy, create_index=old.create_index if old else index, modify_index=index
-            )
+            stored = stamped(policy, self._policies.get(policy.name), self._next())
             self._policies[policy.name] = stored
             return stored
 
@@ -99,11 +104,7 @@ class MemoryAclStore:
 
     def put_token(self, token: AclToken) -> AclToken:
         with self._lock:
-            index = self._next()
-            old = self._tokens.get(token.accessor_id)
-            stored = replace(
-                token, create_index=old.create_index if old else index, modify_index=index
-            )
+            stored = stamped(token, self._tokens.get(token.accessor_id), self._next())
             self._tokens[token.accessor_id] = stored
             self._hashes[token.secret_hash] = token.accessor_id
             return stored
