@@ -52,8 +52,22 @@ class Reconnecting:
         )
 
     def __call__(self, turn: Callable[[], T]) -> T:
-        """Run one turn; raises the last error only once `stop` is set."""
-        return self._retrying(turn)
+        """Run one turn; raises the last error only once `stop` is set. A turn that
+        succeeds costs a plain call: tenacity (some microseconds a call) takes over only
+        from its first failure, which it counts as its own first attempt."""
+        try:
+            return turn()
+        except UNREACHABLE as exc:
+            failed: BaseException | None = exc
+
+        def again() -> T:
+            nonlocal failed
+            if failed is not None:
+                error, failed = failed, None
+                raise error
+            return turn()
+
+        return self._retrying(again)
 
     def _stopped(self, state: tenacity.RetryCallState) -> bool:
         return self.stop.is_set()
