@@ -51,6 +51,7 @@ from contracts.share import FLEET_ATTRIBUTE
 from launch.client import DroverClient
 from launch.ray_packages import package_job
 from launch.redis_server import EmbeddedRedis
+from launch.redis_watch import RedisWatchdog
 from observability.safe_export import ExportStats
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,6 @@ log = logging.getLogger(__name__)
 LEADER_NAME = "drover-leader"
 FLEETS_AGENT = "sim"  # the one agent hosting every simulated fleet, configured or declared
 NODE_WATCH_S = 5.0  # how often nodes that joined the Ray cluster since are looked for
-REDIS_WATCH_S = 0.5  # how often the embedded Redis is checked
 DELETE_DEADLINE_S = 3600.0  # a deleted fleet's drain: Nomad's default drain deadline
 REAL_AGENT = "node-"  # agent IDs of the real agents: node-<Ray node ID prefix>
 
@@ -119,8 +119,7 @@ class DroverSystem:
         self._real_node_ids: set[str] = set()
         self._stop_watch = threading.Event()
         self._node_watch: threading.Thread | None = None
-        self._redis_watch: threading.Thread | None = None
-        self.redis_restarts = 0  # times the embedded Redis died and was started again
+        self._redis_watch: RedisWatchdog | None = None  # the embedded Redis, restarted
         self.api: ApiService | None = None
         self.leader_link: LeaderLink | None = None
         self.http: ApiHttpServer | None = None
@@ -149,10 +148,8 @@ class DroverSystem:
         config.data_dir.mkdir(parents=True, exist_ok=True)
         if not self.redis_url:
             self.redis_url = self._start_embedded_redis()
-            self._redis_watch = threading.Thread(
-                target=self._watch_redis, args=(self._stop_watch,), daemon=True
-            )
-            self._redis_watch.start()
+            assert self.redis is not None
+            self._redis_watch = RedisWatchdog(self.redis).start()
         if not ray.is_initialized():
             if config.ray_address:
                 ray.init(
@@ -503,21 +500,10 @@ class DroverSystem:
             except Exception:  # a Ray hiccup must not end the watch
                 log.warning("watching the Ray cluster's nodes failed", exc_info=True)
 
-    def _watch_redis(self, stop: threading.Event) -> None:
-        """The embedded Redis, started again on its data directory (AOF replayed, same
-        socket and port) if it dies; the actors reconnect with backoff meanwhile
-        (actors/runtime/reconnect.py) and the API answers 503."""
-        while not stop.wait(REDIS_WATCH_S):
-            server = self.redis
-            if server is None or not server.owned or server.running or stop.is_set():
-                continue
-            log.warning("the embedded redis-server died; starting it again on its AOF")
-            try:
-                server.restart()
-                self.redis_restarts += 1
-                log.warning("the embedded redis-server is back (pid %s)", server.pid)
-            except Exception:  # tried again on the next turn
-                log.exception("restarting the embedded redis-server failed")
+    @property
+    def redis_restarts(self) -> int:
+        """Times the embedded Redis died and was started again (launch/redis_watch.py)."""
+        return self._redis_watch.restarts if self._redis_watch is not None else 0
 
     def _adopt_new_ray_nodes(self) -> list[str]:
         alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
@@ -541,9 +527,8 @@ class DroverSystem:
         if self._node_watch is not None and self._node_watch.is_alive():
             self._node_watch.join(timeout=NODE_WATCH_S + 5)
         self._node_watch = None
-        if self._redis_watch is not None and self._redis_watch.is_alive():
-            self._redis_watch.join(timeout=REDIS_WATCH_S + 130)  # a restart may be loading
-        self._redis_watch = None
+        if self._redis_watch is not None:
+            self._redis_watch.stop()  # before the server is stopped on purpose
         if self.http is not None:
             _logged("the HTTP API server", self.http.stop)
             self.http = None
