@@ -128,3 +128,15 @@ def _alive(process: psutil.Process) -> bool:
         return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+def test_agent_tls_flags_go_together_and_name_a_bad_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = ["agent", "-dev", "-data-dir", str(tmp_path)]
+    assert main([*base, "-tls-cert", "c.pem"]) == 2
+    assert capsys.readouterr().err == "drover: -tls-cert and -tls-key go together\n"
+    missing = str(tmp_path / "nope.pem")
+    assert main([*base, "-tls-cert", missing, "-tls-key", missing]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"drover: -tls-cert {missing}") and err.count("\n") == 1
