@@ -74,6 +74,8 @@ class SystemConfig:
     num_cpus: int | None = None  # for a local Ray
     fleets: Sequence[FleetSpec] = ()  # simulated nodes, hosted by one agent actor
     real_agents: bool = False  # one agent per Ray node, fingerprinted from Ray
+    # The name of the real node this process runs on (`-node NAME`; "": its host name).
+    node_name: str = ""
     raw_exec: bool = False
     heartbeat_ttl_s: float = 10.0
     heartbeat_s: float = 2.0
@@ -461,6 +463,7 @@ class DroverSystem:
 
         config = self.config
         added: dict[str, Any] = {}
+        here = ray.get_runtime_context().get_node_id()
         for node in ray.nodes():
             node_id = node["NodeID"]
             if not node.get("Alive") or node_id in self._real_node_ids:
@@ -484,6 +487,7 @@ class DroverSystem:
                     raw_exec=config.raw_exec,
                     heartbeat_s=config.heartbeat_s,
                     load_time_factor=config.load_time_factor,
+                    node_name=config.node_name if node_id == here else "",
                     **self._telemetry_options(),
                 )
             )

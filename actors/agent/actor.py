@@ -16,8 +16,15 @@ from pathlib import Path
 
 import ray
 
-from actors.agent.core import FleetSpec, builtin_drivers, nodes_from_ray, simulated_nodes
+from actors.agent.core import (
+    FleetSpec,
+    builtin_drivers,
+    enabled_drivers,
+    nodes_from_ray,
+    simulated_nodes,
+)
 from actors.agent.core.fingerprint import fleet_member, without_fleet
+from actors.agent.core.storage import storage_of
 from actors.agent.ray_driver import RayDriver
 from actors.agent.service import AgentService
 from actors.runtime.shell import ServiceShell, actor_telemetry
@@ -44,10 +51,13 @@ class AgentActor(ServiceShell):
         tracing: bool = True,
         usage_interval_s: float = 1.0,
         load_time_factor: float = 1.0,
+        node_name: str = "",
     ) -> None:
         """`usage_interval_s`: how often the allocations' use is published on the usage
         stream (0: never; AgentService); `load_time_factor`: the shared clock factor of
-        mock tasks' load models (simulated seconds per real second)."""
+        mock tasks' load models (simulated seconds per real second); `node_name`: the real
+        node's name (the agent's `-node NAME`; default: its host name). A real node's disk
+        is the free space of the file system holding `data_dir`."""
         self.telemetry = actor_telemetry("agent", agent_id, telemetry_dir, tracing)
         drivers = builtin_drivers(
             data_dir=Path(data_dir) / agent_id,
@@ -60,11 +70,16 @@ class AgentActor(ServiceShell):
             nodes = [node for spec in fleets for node in simulated_nodes(spec)]
         else:
             node_id = ray.get_runtime_context().get_node_id()
-            nodes = [
-                n for n in nodes_from_ray(ray.nodes(), mhz_per_cpu=mhz_per_cpu) if n.id == node_id
-            ]
             ray_driver = RayDriver(node_id, mhz_per_cpu=mhz_per_cpu)
             drivers[ray_driver.name] = ray_driver
+            found = nodes_from_ray(
+                ray.nodes(),
+                mhz_per_cpu=mhz_per_cpu,
+                drivers=enabled_drivers(drivers),
+                storage=storage_of(data_dir),
+                names={node_id: node_name} if node_name else None,
+            )
+            nodes = [n for n in found if n.id == node_id]
         # Simulated fleets' specs, so the autoscaler can grow a fleet by count (`scale_fleet`).
         self._specs: dict[str, FleetSpec] = {spec.name: spec for spec in fleets}
         self._serve(

@@ -2,8 +2,9 @@
 
 Defaults that depend on what was *set* are applied here, where that is still known, the way
 Nomad's api Canonicalize does: count falls back to scaling.min, a group's `update` and
-`reschedule` are the job's merged with the group's own fields, and a partial reschedule block
-is completed from the job type's default policy.
+`reschedule` are the job's merged with the group's own fields, a partial reschedule block
+is completed from the job type's default policy, and a group without an ephemeral disk size
+gets Nomad's 300 MB.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from contracts.constraints import Affinity, Constraint, Spread, SpreadTarget
 from contracts.job import (
     DEFAULT_BATCH_RESCHEDULE,
+    DEFAULT_EPHEMERAL_DISK_MB,
     DEFAULT_SERVICE_RESCHEDULE,
     Job,
     JobType,
@@ -115,7 +117,7 @@ def build_group(
             if has_reschedule
             else default_reschedule(job_type)
         ),
-        ephemeral_disk_mb=n.get("ephemeral_disk", {}).get("size", 0),
+        ephemeral_disk_mb=n.get("ephemeral_disk", {}).get("size", DEFAULT_EPHEMERAL_DISK_MB),
     )
 
 

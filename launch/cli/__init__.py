@@ -75,10 +75,20 @@ def _check_tls(args: argparse.Namespace) -> None:
             raise CliError(str(exc), code=2) from None
 
 
+def _node_name(args: argparse.Namespace) -> str:
+    """`-node NAME`: the agent's own node's name (default: the host name)."""
+    if args.node is None:
+        return ""
+    if not args.node.strip():
+        raise CliError(f"-node: expected a node name, got {args.node!r}", code=2)
+    return str(args.node)
+
+
 def _agent(args: argparse.Namespace) -> int:
     if not args.dev:
         raise CliError("agent: only -dev mode is available so far", code=2)
     _check_tls(args)
+    node_name = _node_name(args)
     import signal
     import threading
     import time
@@ -107,6 +117,7 @@ def _agent(args: argparse.Namespace) -> int:
         if args.nodes
         else [],
         real_agents=True,
+        node_name=node_name,
         raw_exec=True,  # as in Nomad's -dev mode
         http_addr=args.http_addr,
         tls_cert=Path(args.tls_cert) if args.tls_cert else None,
@@ -162,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(agent, "-ray-address", default=None, help="default: local Ray")
     _flag(agent, "-workers", type=int, default=None, help="default: CPUs")
     _flag(agent, "-nodes", type=int, default=3, help="simulated dev nodes")
+    _flag(agent, "-node", default=None, help="the agent's own node's name (default: host name)")
     _flag(agent, "-acl-enabled", action="store_true", help="require X-Nomad-Token")
     _flag(agent, "-tls-cert", default=None, help="serve HTTPS with this PEM certificate")
     _flag(agent, "-tls-key", default=None, help="and this PEM key")

@@ -77,7 +77,7 @@ def test_agent_dev_starts_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
         [
             sys.executable,
             *("-m", "launch.cli", "agent", "-dev", "-data-dir", str(data_dir)),
-            *("-http-addr", "127.0.0.1:0"),
+            *("-http-addr", "127.0.0.1:0", "-node", "pynomad1"),
         ],
         cwd=root,
         stdout=subprocess.PIPE,
@@ -108,6 +108,9 @@ def test_agent_dev_starts_and_stops_cleanly_on_ctrl_c(tmp_path: Path) -> None:
         assert api is not None, started
         with urllib.request.urlopen(api.group(1) + "/v1/status/leader", timeout=10) as reply:
             assert reply.status == 200
+        # -node names the agent's own node (Nomad's `nomad agent -dev -node pynomad1`).
+        with urllib.request.urlopen(api.group(1) + "/v1/nodes", timeout=10) as reply:
+            assert "pynomad1" in {n["Name"] for n in orjson.loads(reply.read())}
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=120) == 0
         assert not (data_dir / "redis" / "redis.sock").exists()
@@ -140,3 +143,11 @@ def test_agent_tls_flags_go_together_and_name_a_bad_file(
     assert main([*base, "-tls-cert", missing, "-tls-key", missing]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"drover: -tls-cert {missing}") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("name", ["", "  "])
+def test_agent_node_name_must_not_be_blank(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    assert main(["agent", "-dev", "-data-dir", str(tmp_path), "-node", name]) == 2
+    assert capsys.readouterr().err == f"drover: -node: expected a node name, got {name!r}\n"

@@ -11,6 +11,7 @@ from actors.agent.core.drivers import (
     TaskState,
     TaskStatus,
     builtin_drivers,
+    enabled_drivers,
 )
 from actors.agent.core.duration import duration_seconds, parse_duration
 from actors.agent.core.env import task_env
@@ -40,6 +41,7 @@ __all__ = [
     "TaskStatus",
     "builtin_drivers",
     "duration_seconds",
+    "enabled_drivers",
     "node_id_for",
     "nodes_from_ray",
     "parse_duration",

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from actors.agent.core.storage import Storage
 from contracts import (
     DeviceInstance,
     DriverInfo,
@@ -190,40 +191,55 @@ def nodes_from_ray(
     ray_nodes: Iterable[Mapping[str, Any]],
     *,
     mhz_per_cpu: int = 1000,
-    drivers: tuple[str, ...] = ("mock", "ray"),
-    disk_mb: int = 0,
+    drivers: Iterable[str] = ("mock", "ray"),
+    storage: Storage | None = None,
+    names: Mapping[str, str] | None = None,
 ) -> list[Node]:
     """Nodes for the alive entries of `ray.nodes()`; the node ID is Ray's NodeID.
 
     Ray's logical CPUs become MHz at `mhz_per_cpu` each; `memory` (bytes) becomes MB; `GPU`
     with an `accelerator_type:<X>` resource becomes the device group `nvidia/gpu/<X>`
-    (amd/intel for Ray's AMD-/Intel- types). Ray does not report disk, hence `disk_mb`.
+    (amd/intel for Ray's AMD-/Intel- types). Ray does not report disk: `storage` is the file
+    system the agent measured (storage.py), its free space the node's disk and its
+    `unique.storage.*` attributes the node's; without it a node offers no disk. `drivers`
+    are the enabled ones, each listed and advertised as `driver.<name>`. A node is named
+    after its host unless `names` (by node ID) names it (the agent's `-node NAME`).
     Labels become `ray.label.<key>` attributes, except the `drover.io/datacenter`,
     `drover.io/node-class` and `drover.io/node-pool` labels, which set those node fields.
     Ray runs its GPU nodes on Linux, so `kernel.name` is reported as linux.
     """
-    return [_ray_node(n, mhz_per_cpu, drivers, disk_mb) for n in ray_nodes if n.get("Alive")]
+    enabled = tuple(dict.fromkeys(drivers))
+    return [
+        _ray_node(n, mhz_per_cpu, enabled, storage, (names or {}).get(str(n["NodeID"]), ""))
+        for n in ray_nodes
+        if n.get("Alive")
+    ]
 
 
 def _ray_node(
-    entry: Mapping[str, Any], mhz_per_cpu: int, drivers: tuple[str, ...], disk_mb: int
+    entry: Mapping[str, Any],
+    mhz_per_cpu: int,
+    drivers: tuple[str, ...],
+    storage: Storage | None,
+    node_name: str,
 ) -> Node:
     node_id = str(entry["NodeID"])
     resources: Mapping[str, float] = entry.get("Resources") or {}
     labels: Mapping[str, str] = entry.get("Labels") or {}
     cpus = float(resources.get("CPU", 0.0))
     memory_mb = int(float(resources.get("memory", 0.0)) // _MB)
-    name = str(entry.get("NodeManagerHostname") or entry.get("NodeName") or node_id)
+    hostname = str(entry.get("NodeManagerHostname") or entry.get("NodeName") or node_id)
     attributes = {
         "kernel.name": "linux",
         "cpu.numcores": str(int(cpus)),
         "cpu.totalcompute": str(int(cpus * mhz_per_cpu)),
         "memory.totalbytes": str(int(float(resources.get("memory", 0.0)))),
-        "unique.hostname": name,
+        "unique.hostname": hostname,
         "unique.ray.node_id": node_id,
         "ray.node_ip": str(entry.get("NodeManagerAddress", "")),
         "unique.network.ip-address": str(entry.get("NodeManagerAddress", "")),
         **_driver_attributes(drivers),
+        **(storage.attributes() if storage is not None else {}),
     }
     if _HEAD_RESOURCE in resources:
         attributes["ray.head"] = "true"
@@ -235,14 +251,17 @@ def _ray_node(
             attributes[f"ray.label.{key}"] = str(value)
     node = Node(
         id=node_id,
-        name=name,
+        name=node_name or hostname,
         datacenter=fields["datacenter"],
         node_class=fields["node_class"],
         node_pool=fields["node_pool"],
         attributes=attributes,
         drivers={d: DriverInfo() for d in drivers},
         node_resources=NodeResources(
-            int(cpus * mhz_per_cpu), memory_mb, disk_mb, _ray_gpus(node_id, resources)
+            int(cpus * mhz_per_cpu),
+            memory_mb,
+            storage.disk_mb if storage is not None else 0,
+            _ray_gpus(node_id, resources),
         ),
     )
     return node.with_computed_class()

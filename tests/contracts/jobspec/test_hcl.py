@@ -125,9 +125,19 @@ def test_minimal_job_defaults() -> None:
     assert (job.name, job.type, job.priority, job.namespace) == ("tiny", "service", 50, "default")
     assert job.datacenters == ("*",) and job.node_pool == "default" and job.update is None
     (group,) = job.task_groups
-    assert group.count == 1 and group.ephemeral_disk_mb == 0
+    # Nomad's Canonicalize gives a group without an ephemeral disk 300 MB.
+    assert group.count == 1 and group.ephemeral_disk_mb == 300
     (device_less,) = group.tasks
     assert device_less.resources == Resources(cpu=100, memory_mb=300, disk_mb=0)
+
+
+def test_ephemeral_disk_defaults_to_300_mb_unless_sized() -> None:
+    sized = parse_hcl(job_with(f"ephemeral_disk {{\n size = 50\n }}\n{TASK}"))
+    unsized = parse_hcl(job_with(f"ephemeral_disk {{\n sticky = true\n }}\n{TASK}"))
+    assert sized.task_groups[0].ephemeral_disk_mb == 50
+    assert unsized.task_groups[0].ephemeral_disk_mb == 300
+    # The group asks for its disk on top of its tasks' (none here).
+    assert unsized.task_groups[0].combined_resources().disk_mb == 300
 
 
 def test_scaling_min_defaults_to_count() -> None:

@@ -98,6 +98,14 @@ def test_resources_devices_and_placement() -> None:
     assert tg.ephemeral_disk_mb == 300
 
 
+@pytest.mark.parametrize("disk", [{}, {"EphemeralDisk": None}, {"EphemeralDisk": {"SizeMB": None}}])
+def test_ephemeral_disk_defaults_to_300_mb(disk: dict[str, Any]) -> None:
+    """Nomad's api Canonicalize: a group without EphemeralDisk.SizeMB gets 300 MB."""
+    task = {"Name": "t", "Driver": "mock"}
+    job = parse_json(minimal(TaskGroups=[{"Name": "g", "Tasks": [task], **disk}]))
+    assert job.task_groups[0].ephemeral_disk_mb == 300
+
+
 def test_known_unmodelled_fields_warn_only_when_set() -> None:
     task = {
         "Name": "t",

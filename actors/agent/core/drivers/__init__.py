@@ -13,6 +13,7 @@ has their resources.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from actors.agent.core.drivers.base import (
     Driver,
@@ -37,6 +38,7 @@ __all__ = [
     "TaskState",
     "TaskStatus",
     "builtin_drivers",
+    "enabled_drivers",
     "exit_status",
 ]
 
@@ -56,3 +58,9 @@ def builtin_drivers(
         RawExecDriver(enabled=raw_exec_enabled, data_dir=data_dir, mhz_per_cpu=mhz_per_cpu),
     ]
     return {d.name: d for d in drivers}
+
+
+def enabled_drivers(drivers: Mapping[str, Driver]) -> tuple[str, ...]:
+    """The names of the drivers that can run tasks (raw_exec only where the operator enabled
+    it): what a node lists in `Drivers` and advertises as `driver.<name>` attributes."""
+    return tuple(name for name, driver in drivers.items() if getattr(driver, "enabled", True))

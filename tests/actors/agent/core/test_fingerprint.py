@@ -3,9 +3,19 @@
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 from typing import Any
 
-from actors.agent.core import FleetSpec, node_id_for, nodes_from_ray, simulated_nodes
+from actors.agent.core import (
+    FleetSpec,
+    builtin_drivers,
+    enabled_drivers,
+    node_id_for,
+    nodes_from_ray,
+    simulated_nodes,
+)
+from actors.agent.core.storage import MB as _MB
+from actors.agent.core.storage import Storage
 from contracts import DriverInfo, NodeStatus
 from contracts.node import compute_node_class
 
@@ -115,10 +125,15 @@ RAY_NODES: list[dict[str, Any]] = [
 
 
 def test_nodes_from_ray() -> None:
-    head, gpu = nodes_from_ray(RAY_NODES, mhz_per_cpu=2000, disk_mb=10_000)
+    storage = Storage("/dev/vda", 20_000 * _MB, 10_000 * _MB + 5)
+    head, gpu = nodes_from_ray(RAY_NODES, mhz_per_cpu=2000, storage=storage)
     assert head.id == "a" * 56 and head.name == "head-host"
     assert (head.node_resources.cpu, head.node_resources.memory_mb) == (16_000, 16_384)
+    # Disk: the free space of the agent's file system, with Nomad's storage attributes.
     assert head.node_resources.disk_mb == 10_000 and head.node_resources.devices == ()
+    assert head.attributes["unique.storage.volume"] == "/dev/vda"
+    assert head.attributes["unique.storage.bytestotal"] == str(20_000 * _MB)
+    assert head.attributes["unique.storage.bytesfree"] == str(10_000 * _MB + 5)
     assert head.attributes["unique.ray.node_id"] == "a" * 56
     assert head.attributes["ray.node_ip"] == "10.0.0.1"
     assert head.attributes["ray.head"] == "true"
@@ -151,3 +166,32 @@ def test_nodes_from_ray_edge_cases() -> None:
     )
     assert amd.node_resources.devices[0].id == "amd/gpu/AMD-Instinct-MI300X"
     assert nodes_from_ray([], drivers=("mock",)) == []
+    # Without a storage fingerprint a node offers no disk and has no storage attributes.
+    assert n.node_resources.disk_mb == 0
+    assert not any(k.startswith("unique.storage.") for k in n.attributes)
+
+
+def test_nodes_from_ray_list_every_enabled_driver_and_take_a_given_name() -> None:
+    head, gpu = nodes_from_ray(
+        RAY_NODES, drivers=("mock", "raw_exec", "ray", "mock"), names={"a" * 56: "pynomad1"}
+    )
+    for node in (head, gpu):
+        assert list(node.drivers) == ["mock", "raw_exec", "ray"]
+        assert all(node.drivers[d] == DriverInfo() for d in node.drivers)
+        assert {k: v for k, v in node.attributes.items() if k.startswith("driver.")} == {
+            "driver.mock": "1",
+            "driver.raw_exec": "1",
+            "driver.ray": "1",
+        }
+    # `-node NAME` names the agent's own node; its host name stays an attribute.
+    assert head.name == "pynomad1" and head.attributes["unique.hostname"] == "head-host"
+    assert gpu.name == "b" * 56
+    # The name is unique to a node: it does not split the node class.
+    (plain,) = nodes_from_ray(RAY_NODES[:1], drivers=("mock", "raw_exec", "ray"))
+    assert plain.name == "head-host" and plain.computed_class == head.computed_class
+
+
+def test_enabled_drivers_leave_out_a_disabled_raw_exec(tmp_path: Path) -> None:
+    assert enabled_drivers(builtin_drivers(data_dir=tmp_path)) == ("mock",)
+    enabled = builtin_drivers(data_dir=tmp_path, raw_exec_enabled=True)
+    assert enabled_drivers(enabled) == ("mock", "raw_exec")
