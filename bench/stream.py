@@ -462,6 +462,20 @@ def _counters(system: DroverSystem) -> dict[str, int]:
     return counts | {"broker_deliveries": ray.get(system.broker.stats.remote())["delivered"]}
 
 
+def _redis_commands(system: DroverSystem) -> dict[str, int]:
+    """Calls of each Redis command so far (INFO commandstats)."""
+    stats = connect(system.redis_url).info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
+
+
+def _per_eval(after: dict[str, int], before: dict[str, int], evals: int) -> dict[str, float]:
+    """Redis calls per evaluation over a phase, by command (those above 0.05), and in all."""
+    calls = {name: n - before.get(name, 0) for name, n in after.items()}
+    per_eval = {name: round(n / max(1, evals), 2) for name, n in calls.items()}
+    out = dict(sorted(((k, v) for k, v in per_eval.items() if v >= 0.05), key=lambda kv: -kv[1]))
+    return out | {"all": round(sum(calls.values()) / max(1, evals), 1)}
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--nodes", type=int, default=5000)
@@ -529,6 +543,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
             for command in phases:
                 cpu_before = {role: sum(map(_cpu_s, ids)) for role, ids in pids.items()}
                 counters_before = _counters(system)
+                commands_before = _redis_commands(system)
                 phase_started = time.monotonic()
                 ours.send(command)
                 figures = _reply(ours, load)
@@ -538,10 +553,14 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                     for role, ids in pids.items()
                 }
                 counters = {k: v - counters_before[k] for k, v in _counters(system).items()}
+                commands = _per_eval(
+                    _redis_commands(system), commands_before, counters["worker_evals"]
+                )
                 yield (
                     common
                     | figures
                     | {"phase_s": round(wall, 1), "cpu_pct": cpu, "system": counters}
+                    | {"redis_calls_per_eval": commands}
                 )
             ours.send(None)
             load.join(timeout=10)
