@@ -49,6 +49,7 @@ EVERY_PHASE = (
     "phase_s",
     "cpu_pct",
     "system",
+    "redis_calls_per_eval",
     *(f"{name}_{p}_ms" for name in LATENCIES for p in ("p50", "p99", "max")),
 )
 STREAMED = (
@@ -206,6 +207,10 @@ def test_a_tiny_run_prints_every_figure_and_every_job_commits() -> None:
             "autoscaler",
             "redis",
         }
+        # Every evaluation costs at least its delivery (XADD) and the leader's commit (EVALSHA).
+        calls = line["redis_calls_per_eval"]
+        assert calls["xadd"] >= 1 and calls["evalsha"] >= 1
+        assert calls["all"] >= sum(v for k, v in calls.items() if k != "all") - 0.1 * len(calls)
     for line in (rate, burst):
         assert [f for f in STREAMED if f not in line] == []
         assert line["drained"] is True and line["drain_s"] >= 0
