@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from actors.worker.core.scheduler.placements import Placements
+from actors.worker.core.scheduler.tasks_updated import tasks_updated
 from contracts import Allocation, ClientStatus, Job, Node, NodeStatus, ReschedulePolicy, TaskGroup
 from contracts.allocation import alloc_name
 from contracts.evaluation import DesiredUpdates
@@ -121,31 +122,6 @@ def tainted_nodes(
         if node is None or node.status in (NodeStatus.DOWN, NodeStatus.DISCONNECTED) or node.drain:
             tainted[node_id] = node
     return tainted
-
-
-def tasks_updated(old: TaskGroup | None, new: TaskGroup) -> bool:
-    """Does the change need a new allocation (destructive) rather than an in-place update?"""
-    if old is None or len(old.tasks) != len(new.tasks):
-        return True
-    if old.ephemeral_disk_mb != new.ephemeral_disk_mb or old.meta != new.meta:
-        return True
-    if old.share != new.share:
-        return True
-    old_tasks = {t.name: t for t in old.tasks}
-    for task in new.tasks:
-        prev = old_tasks.get(task.name)
-        if prev is None:
-            return True
-        if (
-            prev.driver != task.driver
-            or prev.config != task.config
-            or prev.env != task.env
-            or prev.meta != task.meta
-            or prev.user != task.user
-            or prev.resources != task.resources
-        ):
-            return True
-    return False
 
 
 def _reschedulable(alloc: Allocation, policy: ReschedulePolicy, now_ns: int) -> bool:
@@ -287,7 +263,7 @@ class Reconciler:
                 updates.ignore += 1
                 continue
             old = self.job_version(alloc.job_version)
-            if tasks_updated(old.lookup_task_group(tg.name) if old else None, tg) or (
+            if tasks_updated(old, job, tg.name) or (
                 self.inplace_ok is not None and not self.inplace_ok(alloc, tg)
             ):
                 destructive.append(alloc)

@@ -24,9 +24,9 @@ from actors.worker.core.scheduler.reconcile import (
     ALLOC_UPDATING,
     GroupUpdates,
     _same_version,
-    tasks_updated,
 )
 from actors.worker.core.scheduler.stack import GroupStack
+from actors.worker.core.scheduler.tasks_updated import tasks_updated
 from contracts import Allocation, ClientStatus, Job, NodeStatus
 from contracts.allocation import alloc_name
 from contracts.evaluation import PlanAnnotations
@@ -117,8 +117,7 @@ class SystemScheduler(SchedulerBase):
                         tg_updates.ignore += 1
                     else:
                         old_job = state.job_version(job.namespace, job.id, alloc.job_version)
-                        old_tg = old_job.lookup_task_group(tg.name) if old_job else None
-                        if tasks_updated(old_tg, tg):
+                        if tasks_updated(old_job, job, tg.name):
                             self._replace(ctx, job, stack, alloc, name, tg_updates)
                         else:
                             ctx.update_in_place(

@@ -21,7 +21,6 @@ from actors.worker.core.scheduler.reconcile import (
     NameIndex,
     Reconciler,
     tainted_nodes,
-    tasks_updated,
 )
 from contracts import (
     ClientStatus,
@@ -394,26 +393,3 @@ def test_tainted_nodes(build):
     tainted = tainted_nodes(allocs, nodes.get)
     assert set(tainted) == {"down", "disconnected", "drain", "gone"}
     assert tainted["gone"] is None
-
-
-def test_tasks_updated(build):
-    group = build.group()
-    task = group.tasks[0]
-
-    def with_task(**changes):
-        return dataclasses.replace(group, tasks=(dataclasses.replace(task, **changes),))
-
-    assert not tasks_updated(group, dataclasses.replace(group, count=3))
-    assert tasks_updated(None, group)
-    for changes in (
-        {"driver": "docker"},
-        {"config": {"a": 1}},
-        {"env": {"A": "1"}},
-        {"meta": {"a": "b"}},
-        {"user": "nobody"},
-        {"resources": dataclasses.replace(task.resources, memory_mb=512)},
-    ):
-        assert tasks_updated(group, with_task(**changes)), changes
-    assert tasks_updated(group, dataclasses.replace(group, meta={"x": "y"}))
-    assert tasks_updated(group, dataclasses.replace(group, ephemeral_disk_mb=500))
-    assert tasks_updated(group, dataclasses.replace(group, tasks=(task, task)))
