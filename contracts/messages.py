@@ -130,6 +130,8 @@ class RequestKind(StrEnum):
     DRAIN_NODE = "drain-node"  # node_ids[0], drain (None: stop draining), mark_eligible
     NODE_ELIGIBILITY = "node-eligibility"  # node_ids[0], eligible
     DELETE_NODES = "delete-nodes"  # node_ids: removed (a deleted fleet), their jobs re-evaluated
+    NODE_EVALUATE = "node-evaluate"  # node_ids[0]: node-update evals for its jobs (Node.Evaluate)
+    SYSTEM_GC = "system-gc"  # collect terminal evals/allocs and dead jobs (/v1/system/gc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +152,7 @@ class LeaderRequest:
     purge: bool = False
     preserve_counts: bool = False
     enforce_index: int | None = None
+    eval_priority: int | None = None  # REGISTER_JOB/STOP_JOB: the eval's priority (Nomad's)
     nodes: tuple[Node, ...] = ()
     node_ids: tuple[str, ...] = ()
     updates: tuple[AllocClientUpdate, ...] = ()

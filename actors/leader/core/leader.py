@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from actors.leader.core.deadlines import DeadlineKind, Deadlines
+from actors.leader.core.gc import collect_garbage
 from actors.leader.core.job_lifecycle import (
     JobWrite,
     register_job,
@@ -25,6 +26,7 @@ from actors.leader.core.operator_ops import (
     completed_drains,
     drain_node,
     evaluate_job,
+    evaluate_node,
     force_drain,
     set_eligibility,
     stop_alloc,
@@ -64,6 +66,7 @@ _OPERATOR_KINDS = frozenset(
         RequestKind.STOP_ALLOC,
         RequestKind.DRAIN_NODE,
         RequestKind.NODE_ELIGIBILITY,
+        RequestKind.NODE_EVALUATE,
     }
 )
 NODE_DOWN_DESCRIPTION = "node heartbeat missed"
@@ -194,6 +197,7 @@ class LeaderCore:
                     new_id=self.new_id,
                     preserve_counts=request.preserve_counts,
                     enforce_index=request.enforce_index,
+                    eval_priority=request.eval_priority,
                 ),
             )
         if kind is RequestKind.STOP_JOB:
@@ -206,6 +210,7 @@ class LeaderCore:
                     now_ns=self.now_ns(),
                     new_id=self.new_id,
                     purge=request.purge,
+                    eval_priority=request.eval_priority,
                 ),
             )
         if kind is RequestKind.REVERT_JOB:
@@ -263,6 +268,11 @@ class LeaderCore:
                 self.state, request.namespace, request.job_id, request.version, request.stable
             )
             return self._job_write(request, write)
+        if kind is RequestKind.SYSTEM_GC:
+            return Decision(
+                changes=collect_garbage(self.state),
+                response=LeaderResponse(request.request_id, ok=True),
+            )
         if kind in _OPERATOR_KINDS:
             return self._operator_write(request, self._operator(request))
         raise ValidationError(f"unknown request kind {kind!r}")
@@ -286,6 +296,8 @@ class LeaderCore:
             return stop_alloc(self.state, request.alloc_id, now_ns=now, new_eval=self._eval)
         if not request.node_ids:
             raise ValidationError(f"{kind}: NodeID is required")
+        if kind is RequestKind.NODE_EVALUATE:
+            return evaluate_node(self.state, request.node_ids[0], node_evals=self.node_evals)
         if kind is RequestKind.DRAIN_NODE:
             write = drain_node(
                 self.state,

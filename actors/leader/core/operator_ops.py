@@ -200,6 +200,15 @@ def evaluate_job(
     return OperatorWrite([UpsertEvals((ev,))], (ev.id,))
 
 
+def evaluate_node(state: StateReader, node_id: str, *, node_evals: NodeEvals) -> OperatorWrite:
+    """Nomad's Node.Evaluate: a node-update eval for each job with allocations on the node
+    and each system job (createNodeEvals)."""
+    _require_node(state, node_id)
+    evals = node_evals(node_id, include_system=True)
+    changes: list[StateChange] = [UpsertEvals(tuple(evals))] if evals else []
+    return OperatorWrite(changes, tuple(e.id for e in evals))
+
+
 def completed_drains(
     state: StateReader, finished: Iterable[Allocation], *, now_ns: int
 ) -> list[Node]:
