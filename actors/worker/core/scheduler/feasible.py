@@ -221,7 +221,7 @@ def _first_failing(constraints: Sequence[Constraint], node: Node) -> str | None:
         lval, lfound = resolve_node_target(c.l_target, node)
         rval, rfound = resolve_node_target(c.r_target, node)
         if not check_constraint(c.operand, lval, rval, lfound, rfound):
-            return f"constraint {c}"
+            return str(c)  # Nomad's key: the bare `${attr.kernel.name} = linux`
     return None
 
 

@@ -73,8 +73,9 @@ class GroupStack:
         self.synced_generation = 0
         self.cursor = 0
         self.last_walked = 0
-        # Exhausted dimensions of the nodes the system scheduler asked about one by one.
-        self.node_exhaustion: list[str] = []
+        # Exhausted dimensions of the nodes the system scheduler asked about one by one,
+        # with each node's class.
+        self.node_exhaustion: list[tuple[str, str]] = []
         ask = tg.combined_resources()
         self.ask_cpu, self.ask_mem, self.ask_disk = ask.cpu, ask.memory_mb, ask.disk_mb
         self.device_requests: tuple[DeviceRequest, ...] = ask.devices
@@ -312,19 +313,19 @@ class GroupStack:
         cpu, mem = load.cpu + self.ask_cpu, load.memory_mb + self.ask_mem
         cap_cpu, cap_mem = res.cpu - reserved.cpu, res.memory_mb - reserved.memory_mb
         if cpu > cap_cpu:
-            exhaustion.append("cpu")
+            exhaustion.append(("cpu", node.node_class))
             return None
         if mem > cap_mem:
-            exhaustion.append("memory")
+            exhaustion.append(("memory", node.node_class))
             return None
         if load.disk_mb + self.ask_disk > res.disk_mb - reserved.disk_mb:
-            exhaustion.append("disk")
+            exhaustion.append(("disk", node.node_class))
             return None
         offer: tuple[AllocatedDevice, ...] = ()
         if self.device_requests:
             found = offer_devices(node, self.device_requests, load)
             if found is None:
-                exhaustion.append("devices")
+                exhaustion.append(("devices", node.node_class))
                 return None
             offer = found
         option = RankedOption(
@@ -362,10 +363,13 @@ class GroupStack:
         for cls, n in dynamic.class_filtered.items():
             class_filtered[cls] = class_filtered.get(cls, 0) + n
         dimensions: dict[str, int] = {}
-        for dimension in self.exhausted.values():
+        classes: dict[str, int] = {}  # Nomad's ClassExhausted: nodes with a class only
+        ring = self.ring.entries if self.ring is not None else []
+        exhausted = [(d, ring[p][0].node_class) for p, d in self.exhausted.items()]
+        for dimension, node_class in exhausted + self.node_exhaustion:
             dimensions[dimension] = dimensions.get(dimension, 0) + 1
-        for dimension in self.node_exhaustion:
-            dimensions[dimension] = dimensions.get(dimension, 0) + 1
+            if node_class:
+                classes[node_class] = classes.get(node_class, 0) + 1
         return AllocMetric(
             # The walk covers the ring (dynamic filtering included); statically filtered
             # nodes never entered it.
@@ -376,6 +380,7 @@ class GroupStack:
             class_filtered=class_filtered,
             constraint_filtered=constraint_filtered,
             nodes_exhausted=sum(dimensions.values()),
+            class_exhausted=classes,
             dimension_exhausted=dimensions,
         )
 

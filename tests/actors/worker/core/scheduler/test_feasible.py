@@ -26,6 +26,7 @@ from contracts import (
     DrainStrategy,
     DriverInfo,
     EvalStatus,
+    JobType,
     NodeEligibility,
     NodeStatus,
     Resources,
@@ -161,9 +162,9 @@ def test_job_group_and_task_constraints_all_apply(build):
     ok, metrics, _ = feasible_ids(job, nodes)
     assert ok == ["all"]
     assert metrics.constraint_filtered == {
-        "constraint ${meta.ssd} = true": 1,
-        "constraint ${attr.arch} = amd64": 1,
-        "constraint ${attr.kernel.name} = linux": 1,
+        "${meta.ssd} = true": 1,
+        "${attr.arch} = amd64": 1,
+        "${attr.kernel.name} = linux": 1,
     }
 
 
@@ -329,7 +330,7 @@ def test_class_eligibility_is_cached(build):
     ok, metrics, eligibility = feasible_ids(job, nodes)
     assert ok == []
     assert metrics.nodes_filtered == 2
-    assert metrics.constraint_filtered == {"constraint ${attr.rack} = r2": 2}
+    assert metrics.constraint_filtered == {"${attr.rack} = r2": 2}
     assert metrics.class_filtered == {"c": 2}
     assert eligibility.groups["web"]["v1:same"][0] is Feasibility.INELIGIBLE
     assert eligibility.class_eligibility() == {"v1:same": False}
@@ -420,11 +421,11 @@ def test_alloc_metric_names_the_constraint_and_count(h, build):
     assert metric.nodes_evaluated == 4
     assert metric.coalesced_failures == 1
     assert metric.constraint_filtered == {
-        "constraint ${attr.kernel.name} = linux": 3,
+        "${attr.kernel.name} = linux": 3,
         "missing drivers": 1,
     }
     assert metric.nodes_available == {"dc1": 4}
-    assert "constraint ${attr.kernel.name} = linux filtered 3 node(s)" in metric.reasons()
+    assert "${attr.kernel.name} = linux filtered 3 node(s)" in metric.reasons()
     assert "missing drivers filtered 1 node(s)" in metric.reasons()
 
 
@@ -436,6 +437,35 @@ def test_alloc_metric_exhaustion(h, build):
     assert metric.nodes_exhausted == 2
     assert metric.dimension_exhausted == {"cpu": 1, "memory": 1}
     assert "cpu exhausted on 1 node(s)" in metric.reasons()
+    assert metric.class_exhausted == {}  # nodes without a class are not counted by class
+
+
+def test_alloc_metric_counts_exhausted_nodes_per_node_class(h, build):
+    """Nomad's AllocMetric.ExhaustedNode: every exhausted node counts in NodesExhausted and
+    its dimension, and in ClassExhausted under its node class when it has one."""
+    h.add_nodes(
+        build.node("small-cpu", cpu=100, node_class="small"),
+        build.node("small-mem", memory_mb=100, node_class="small"),
+        build.node("tiny", cpu=100, node_class="tiny"),
+        build.node("classless", cpu=100),
+    )
+    _job, ev = h.register(build.job("my-job", build.group(count=1)))
+    planner = h.process(ev)
+    metric = planner.evals[0].failed_tg_allocs["web"]
+    assert metric.nodes_exhausted == 4
+    assert metric.dimension_exhausted == {"cpu": 3, "memory": 1}
+    assert metric.class_exhausted == {"small": 2, "tiny": 1}
+    assert metric.class_filtered == {} and metric.constraint_filtered == {}
+
+
+def test_system_alloc_metric_counts_the_exhausted_nodes_class(h, build):
+    """The system scheduler asks node by node: the first failure is the metric (with its
+    node's class), the others are coalesced, as in Nomad's system scheduler."""
+    h.add_nodes(*(build.node(f"small-{i}", cpu=100, node_class="small") for i in range(3)))
+    _job, ev = h.register(build.job("my-job", build.group(count=1), type=JobType.SYSTEM))
+    metric = h.process(ev).evals[0].failed_tg_allocs["web"]
+    assert (metric.nodes_exhausted, metric.coalesced_failures) == (1, 2)
+    assert metric.class_exhausted == {"small": 1} and metric.dimension_exhausted == {"cpu": 1}
 
 
 # -- distinct_hosts / distinct_property -------------------------------------------------------

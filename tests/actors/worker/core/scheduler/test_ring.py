@@ -32,7 +32,7 @@ from contracts import EvalStatus, Job, Node, ReservedResources
 
 LINUX = {"kernel.name": "linux"}
 WINDOWS = {"kernel.name": "windows"}
-LINUX_ONLY = "constraint ${attr.kernel.name} = linux"
+LINUX_ONLY = "${attr.kernel.name} = linux"
 
 
 def context(h: Any, job: Job) -> EvalContext:
