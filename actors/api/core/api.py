@@ -22,6 +22,7 @@ from actors.api.core import (
     jobs,
     metrics_routes,
     scaling_routes,
+    search_routes,
 )
 from actors.api.core.backend import Backend
 from actors.api.core.call import Call
@@ -77,6 +78,11 @@ _ROUTES: list[tuple[str, str, Handler]] = [
     ("PUT", "/v1/node/:id/drain", cluster.drain_node),
     ("POST", "/v1/node/:id/eligibility", cluster.node_eligibility),
     ("PUT", "/v1/node/:id/eligibility", cluster.node_eligibility),
+    ("POST", "/v1/node/:id/evaluate", cluster.evaluate_node),
+    ("PUT", "/v1/node/:id/evaluate", cluster.evaluate_node),
+    ("POST", "/v1/system/gc", cluster.system_gc),
+    ("PUT", "/v1/system/gc", cluster.system_gc),
+    *search_routes.ROUTES,
     ("GET", "/v1/fleets", dstack_routes.list_fleets),
     ("POST", "/v1/fleets", dstack_routes.apply_fleet),
     ("PUT", "/v1/fleets", dstack_routes.apply_fleet),

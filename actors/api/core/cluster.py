@@ -9,6 +9,7 @@ from actors.api.core.call import Call
 from actors.api.core.errors import bad_request, not_found
 from actors.api.core.http_types import ApiResponse
 from actors.api.core.shapes import NS_PER_S
+from actors.api.core.task_states import job_lookup
 from actors.state import StateReader
 from contracts import DrainStrategy
 from contracts.messages import RequestKind
@@ -55,7 +56,8 @@ def eval_allocations(call: Call) -> ApiResponse:
         if ev is None:
             raise not_found(f'eval "{eval_id}" not found')
         allocs = state.allocs_by_job(ev.namespace, ev.job_id)
-        return [shapes.alloc_stub(a) for a in allocs if a.eval_id == eval_id]
+        job = job_lookup(state)
+        return [shapes.alloc_stub(a, job=job(a)) for a in allocs if a.eval_id == eval_id]
 
     return call.read(("allocs",), render)
 
@@ -75,7 +77,8 @@ def list_allocs(call: Call) -> ApiResponse:
             if namespace == "*" or a.namespace == namespace
         ]
         allocs.sort(key=lambda a: (a.create_index, a.id))
-        return [shapes.alloc_stub(a, resources=resources) for a in allocs]
+        job = job_lookup(state)
+        return [shapes.alloc_stub(a, resources=resources, job=job(a)) for a in allocs]
 
     return call.read(("allocs",), render)
 
@@ -133,7 +136,8 @@ def get_node(call: Call) -> ApiResponse:
 def node_allocations(call: Call) -> ApiResponse:
     def render(state: StateReader) -> Any:
         node_id = _node_id(state, call.params["id"])
-        return [shapes.alloc_stub(a) for a in state.allocs_by_node(node_id)]
+        job = job_lookup(state)
+        return [shapes.alloc_stub(a, job=job(a)) for a in state.allocs_by_node(node_id)]
 
     return call.read(("allocs",), render)
 
@@ -155,7 +159,8 @@ def drain_node(call: Call) -> ApiResponse:
     if spec is not None:
         if not isinstance(spec, dict):
             raise bad_request(f"DrainSpec: expected an object or null, got {spec!r}")
-        deadline = spec.get("Deadline", 3600 * NS_PER_S)
+        # Nomad: 0 (or none given) is no deadline; < 0 forces everything off at once.
+        deadline = spec.get("Deadline") or 0
         if not isinstance(deadline, int) or isinstance(deadline, bool):
             raise bad_request(f"DrainSpec.Deadline: expected nanoseconds, got {deadline!r}")
         ignore = spec.get("IgnoreSystemJobs", False)
@@ -182,6 +187,28 @@ def node_eligibility(call: Call) -> ApiResponse:
         RequestKind.NODE_ELIGIBILITY, node_ids=(node_id,), eligible=value == "eligible"
     )
     return _node_reply(response)
+
+
+def evaluate_node(call: Call) -> ApiResponse:
+    """Nomad's Node.Evaluate: node-update evals for the node's jobs and the system jobs;
+    NodeModifyIndex is the node's own (the node itself is not written)."""
+    node_id = _node_id(call.backend.snapshot(), call.params["id"])
+    response = call.write(RequestKind.NODE_EVALUATE, node_ids=(node_id,))
+    node = call.backend.snapshot().node(node_id)
+    body = {
+        "EvalIDs": list(response.eval_ids),
+        "EvalCreateIndex": response.index if response.eval_ids else 0,
+        "NodeModifyIndex": node.modify_index if node is not None else 0,
+        "Index": response.index,
+    }
+    return ApiResponse(200, body, response.index or None)
+
+
+def system_gc(call: Call) -> ApiResponse:
+    """Nomad's System.GarbageCollect, done at once through the leader (actors/leader/core/
+    gc.py) where Nomad queues a core eval: on return what could go is gone."""
+    response = call.write(RequestKind.SYSTEM_GC)
+    return ApiResponse(200, None, response.index or None)
 
 
 # -- status and ACL -------------------------------------------------------------------------------

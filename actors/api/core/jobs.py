@@ -10,11 +10,14 @@ from actors.api.core.call import Call
 from actors.api.core.dry_run import plan_job
 from actors.api.core.errors import bad_request, not_found
 from actors.api.core.http_types import ApiResponse
+from actors.api.core.task_states import job_lookup
 from actors.state import StateReader
 from contracts import ClientStatus, Job, ValidationError, to_wire
 from contracts.jobspec import parse_hcl_with_warnings, parse_json_with_warnings
 from contracts.jobspec.limits import size_problem
 from contracts.messages import LeaderResponse, RequestKind
+
+ENFORCE_INDEX_PREFIX = "Enforcing job modify index"  # Nomad's RegisterEnforceIndexErrPrefix
 
 JOB_TABLES = ("jobs",)
 
@@ -44,6 +47,29 @@ def _parse_job(body: dict[str, Any], call: Call) -> tuple[Job, list[str]]:
     if path_id is not None and job.id != path_id:
         raise bad_request(f"Job ID does not match request path: {job.id!r} != {path_id!r}")
     return job, warnings
+
+
+def _check_node_pool(state: StateReader, call: Call, job: Job) -> None:
+    """Nomad's jobNodePoolValidatingHook: the job's pool must exist. drover keeps no pool
+    records: a pool exists once a node (or a declared fleet) is in it; `default` and `all`
+    always do."""
+    pool = job.node_pool or "default"
+    if pool in ("default", "all"):
+        return
+    if any(n.node_pool == pool for n in state.nodes()):
+        return
+    if any(f.node_pool == pool for f in call.backend.fleets()):
+        return
+    raise bad_request(f'job "{job.id}" is in nonexistent node pool "{pool}"')
+
+
+def _eval_priority(value: Any, name: str) -> int | None:
+    """Nomad's eval priority override: absent or 0 means the job's priority."""
+    if value is None or value == 0:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 100:
+        raise bad_request(f"{name}: eval priority must be between 1 and 100, got {value!r}")
+    return value
 
 
 def _write_reply(response: LeaderResponse, warnings: list[str] | None = None) -> ApiResponse:
@@ -98,6 +124,8 @@ def register_job(call: Call) -> ApiResponse:
     preserve = body.get("PreserveCounts", False)
     if not isinstance(preserve, bool):
         raise bad_request(f"PreserveCounts: expected a boolean, got {preserve!r}")
+    eval_priority = _eval_priority(body.get("EvalPriority"), "EvalPriority")
+    _check_node_pool(call.backend.snapshot(), call, job)
     job = call.backend.package_job(job)
     response = call.write(
         RequestKind.REGISTER_JOB,
@@ -105,6 +133,7 @@ def register_job(call: Call) -> ApiResponse:
         namespace=job.namespace,
         preserve_counts=preserve,
         enforce_index=modify_index if enforce else None,
+        eval_priority=eval_priority,
     )
     return _write_reply(response, warnings)
 
@@ -131,6 +160,12 @@ def get_job(call: Call) -> ApiResponse:
 
 def stop_job(call: Call) -> ApiResponse:
     purge = call.flag("purge")
+    raw_priority = call.query("eval_priority")
+    try:
+        priority = int(raw_priority) if raw_priority else None
+    except ValueError:
+        raise bad_request(f"eval_priority: expected an integer, got {raw_priority!r}") from None
+    eval_priority = _eval_priority(priority, "eval_priority")
     state = call.backend.snapshot()
     if state.job(call.namespace, call.params["id"]) is None:
         # Nomad: deregistering a job that does not exist is not an error; nothing happens.
@@ -138,7 +173,9 @@ def stop_job(call: Call) -> ApiResponse:
         body = {"EvalID": "", "EvalCreateIndex": 0, "JobModifyIndex": 0, "Warnings": ""}
         body |= {"Index": index, "LastContact": 0, "KnownLeader": True}
         return ApiResponse(200, body, index=index)
-    response = call.write(RequestKind.STOP_JOB, job_id=call.params["id"], purge=purge)
+    response = call.write(
+        RequestKind.STOP_JOB, job_id=call.params["id"], purge=purge, eval_priority=eval_priority
+    )
     return _write_reply(response)
 
 
@@ -185,7 +222,9 @@ def job_allocations(call: Call) -> ApiResponse:
     def render(state: StateReader) -> Any:
         _require_job(state, call)
         allocs = state.allocs_by_job(call.namespace, call.params["id"])
-        return [shapes.alloc_stub(a) for a in sorted(allocs, key=lambda a: a.create_index)]
+        job = job_lookup(state)
+        ordered = sorted(allocs, key=lambda a: a.create_index)
+        return [shapes.alloc_stub(a, job=job(a)) for a in ordered]
 
     return call.read(("allocs",), render)
 
@@ -221,9 +260,10 @@ def plan(call: Call) -> ApiResponse:
     job, warnings = _parse_job(body, call)
     # As `run` would register it: local code as its URI (content-addressed), so the plan
     # shows no update where the code did not change.
+    state = call.backend.snapshot()
+    _check_node_pool(state, call, job)
     job = call.backend.package_job(job)
     preserve = bool(body.get("PreserveCounts", False))
-    state = call.backend.snapshot()
     try:
         outcome = plan_job(state, job, preserve_counts=preserve)
     except ValidationError as exc:
@@ -324,7 +364,16 @@ def scale(call: Call) -> ApiResponse:
     if not isinstance(message, str) or not isinstance(meta, dict):
         raise bad_request("Message: expected a string; Meta: expected an object")
     enforce = body.get("EnforceIndex", False)
-    modify_index = body.get("JobModifyIndex", 0)
+    modify_index = body.get("JobModifyIndex") or 0
+    if not isinstance(enforce, bool):
+        raise bad_request(f"EnforceIndex: expected a boolean, got {enforce!r}")
+    if not isinstance(modify_index, int) or isinstance(modify_index, bool) or modify_index < 0:
+        raise bad_request(f"JobModifyIndex: expected a non-negative integer, got {modify_index!r}")
+    if count is not None and modify_index > 0:
+        # Nomad's Job.Scale: a count change with a non-zero JobModifyIndex applies only to
+        # that version of the job (EnforceIndex or not).
+        enforce = True
+        _check_scale_index(call, modify_index)
     response = call.write(
         RequestKind.SCALE_JOB,
         job_id=call.params["id"],
@@ -335,3 +384,12 @@ def scale(call: Call) -> ApiResponse:
         enforce_index=modify_index if enforce else None,
     )
     return _write_reply(response)
+
+
+def _check_scale_index(call: Call, modify_index: int) -> None:
+    job = call.backend.snapshot().job(call.namespace, call.params["id"])
+    if job is not None and job.job_modify_index != modify_index:
+        raise bad_request(
+            f"{ENFORCE_INDEX_PREFIX} {modify_index}: job exists with conflicting job modify"
+            f" index: {job.job_modify_index}"
+        )

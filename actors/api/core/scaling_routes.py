@@ -35,7 +35,7 @@ TABLES = ("jobs",)
 DEFAULT_DECISIONS = 10
 
 
-def _policies(state: StateReader, namespace: str) -> Iterator[tuple[str, Job, TaskGroup]]:
+def group_policies(state: StateReader, namespace: str) -> Iterator[tuple[str, Job, TaskGroup]]:
     """(ID, job, group) of every group with a scaling block in a namespace ("*": all)."""
     for job in state.jobs():
         if namespace != "*" and job.namespace != namespace:
@@ -83,7 +83,7 @@ def list_policies(call: Call) -> ApiResponse:
     def render(state: StateReader) -> Any:
         stubs = [
             _stub(policy_id, job, tg)
-            for policy_id, job, tg in _policies(state, call.namespace)
+            for policy_id, job, tg in group_policies(state, call.namespace)
             if policy_id.startswith(prefix)
             and (not job_id or job.id == job_id)
             and (not kind or (tg.scaling is not None and tg.scaling.type == kind))
@@ -97,7 +97,7 @@ def get_policy(call: Call) -> ApiResponse:
     wanted = call.params["id"]
 
     def render(state: StateReader) -> Any:
-        for policy_id, job, tg in _policies(state, "*"):  # an ID names one policy anywhere
+        for policy_id, job, tg in group_policies(state, "*"):  # an ID names one policy anywhere
             if policy_id == wanted:
                 assert tg.scaling is not None
                 scaling = tg.scaling
@@ -110,7 +110,7 @@ def get_policy(call: Call) -> ApiResponse:
                 }
         raise not_found("policy not found")
 
-    if not any(pid == wanted for pid, _, _ in _policies(call.backend.snapshot(), "*")):
+    if not any(pid == wanted for pid, _, _ in group_policies(call.backend.snapshot(), "*")):
         for view in call.backend.scaling_file_policies():
             if view["ID"] == wanted:
                 return ApiResponse(200, _file_policy(view))

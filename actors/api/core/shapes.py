@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from actors.api.core.task_states import task_resources, task_states
 from contracts import Allocation, ClientStatus, Evaluation, Job, Node, to_wire
 from contracts.resources import AllocatedResources, NodeResources
 
@@ -118,15 +119,17 @@ def job_summary(
     }
 
 
-def allocated_resources(resources: AllocatedResources) -> dict[str, Any]:
-    """Nomad's nested AllocatedResources, with the summed task resources as one `Shared`
-    view plus per-device instance IDs."""
+def allocated_resources(
+    resources: AllocatedResources, tasks: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Nomad's nested AllocatedResources: per task in `Tasks` (task_states.task_resources),
+    the group's disk in `Shared`, and drover's `Flattened` sum over the tasks."""
     devices = [
         {"Vendor": d.vendor, "Type": d.type, "Name": d.name, "DeviceIDs": list(d.device_ids)}
         for d in resources.devices
     ]
     return {
-        "Tasks": {},
+        "Tasks": tasks or {},
         "Shared": {"DiskMB": resources.disk_mb},
         "Flattened": {
             "Cpu": {"CpuShares": resources.cpu},
@@ -136,8 +139,10 @@ def allocated_resources(resources: AllocatedResources) -> dict[str, Any]:
     }
 
 
-def alloc_stub(alloc: Allocation, *, resources: bool = False) -> dict[str, Any]:
-    """Nomad's AllocListStub."""
+def alloc_stub(
+    alloc: Allocation, *, resources: bool = False, job: Job | None = None
+) -> dict[str, Any]:
+    """Nomad's AllocListStub; `job` (the version it runs) gives its TaskStates."""
     stub: dict[str, Any] = {
         "ID": alloc.id,
         "EvalID": alloc.eval_id,
@@ -159,15 +164,19 @@ def alloc_stub(alloc: Allocation, *, resources: bool = False) -> dict[str, Any]:
         "ModifyIndex": alloc.modify_index,
         "CreateTime": alloc.create_time,
         "ModifyTime": alloc.modify_time,
+        "TaskStates": task_states(alloc, job),
     }
     if resources:
-        stub["AllocatedResources"] = allocated_resources(alloc.allocated_resources)
+        tasks = task_resources(alloc, job)
+        stub["AllocatedResources"] = allocated_resources(alloc.allocated_resources, tasks)
     return stub
 
 
 def alloc_full(alloc: Allocation, job: Job | None) -> dict[str, Any]:
     full: dict[str, Any] = to_wire(alloc)
-    full["AllocatedResources"] = allocated_resources(alloc.allocated_resources)
+    tasks = task_resources(alloc, job)
+    full["AllocatedResources"] = allocated_resources(alloc.allocated_resources, tasks)
+    full["TaskStates"] = task_states(alloc, job)
     full["Job"] = job_to_nomad(job) if job is not None else None
     return full
 
