@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from launch.cli.client import ApiClient, CliError, segment
-from launch.cli.output import ago, date, key_values, print_json, short, table
+from launch.cli.output import ago, date, go_date, key_values, print_json, short, table
 
 # -- nodes ----------------------------------------------------------------------------------------
 
@@ -149,7 +149,45 @@ def alloc_status(args: argparse.Namespace, client: ApiClient) -> int:
             ]
         )
     )
+    tasks = alloc["AllocatedResources"].get("Tasks") or {}
+    for name, state in sorted((alloc.get("TaskStates") or {}).items()):
+        print()
+        print(_task_block(name, state, tasks.get(name)))
     return 0
+
+
+RECENT_EVENTS = 10  # as `nomad alloc status` shows without -verbose
+
+
+def _task_block(name: str, state: dict[str, Any], resources: dict[str, Any] | None) -> str:
+    """One task as `nomad alloc status` shows it: its state, resources, when it started and
+    finished, and its recent events (newest first)."""
+    lines = [f'Task "{name}" is "{state["State"]}"']
+    if resources is not None:
+        cpu = f"{resources['Cpu']['CpuShares']} MHz"
+        memory = f"{resources['Memory']['MemoryMB']} MiB"
+        lines += ["Task Resources:", table(["CPU", "Memory"], [(cpu, memory)])]
+    lines += [
+        "",
+        "Task Events:",
+        key_values(
+            [
+                ("Started At", go_date(state["StartedAt"])),
+                ("Finished At", go_date(state["FinishedAt"])),
+                ("Total Restarts", state["Restarts"]),
+                ("Last Restart", go_date(state["LastRestart"])),
+            ]
+        ),
+        "",
+        "Recent Events:",
+    ]
+    events = sorted(state.get("Events") or (), key=lambda e: e["Time"], reverse=True)
+    rows = [
+        (date(e["Time"]), e["Type"], e.get("DisplayMessage") or e.get("Message") or "")
+        for e in events[:RECENT_EVENTS]
+    ]
+    lines.append(table(["Time", "Type", "Description"], rows))
+    return "\n".join(lines)
 
 
 def eval_list(args: argparse.Namespace, client: ApiClient) -> int:

@@ -38,6 +38,14 @@ def date(ns: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ns / 1e9))
 
 
+def go_date(text: str) -> str:
+    """A Go time as the API sends it (RFC 3339), to the second; Go's zero time is "N/A"."""
+    if not text or text.startswith("0001-01-01"):
+        return "N/A"
+    seconds, _, rest = text.partition(".")
+    return seconds if not rest else seconds + "Z"
+
+
 def ago(ns: int) -> str:
     if not ns:
         return "-"

@@ -11,6 +11,17 @@ from typing import Any
 
 import orjson
 
+from actors.api.core.shapes import alloc_full
+from contracts import (
+    AllocatedResources,
+    Allocation,
+    ClientStatus,
+    Job,
+    Resources,
+    Task,
+    TaskGroup,
+)
+
 Cli = Callable[..., tuple[int, str, str]]
 NODE_A = "0a1b2c3d-0000-4000-8000-000000000001"
 
@@ -181,4 +192,53 @@ def test_drain_bodies_and_the_tables_of_canned_answers(cli: Cli, canned: Any) ->
         "      GPUs     DC   Allocs",
         "gpu   deleting  4          3      cluster    4       5/16 busy  32000 MHz  131072 MiB"
         "  16 A100  dc2  7",
+    ]
+
+
+def test_alloc_status_shows_each_task_as_nomad_does(cli: Cli, canned: Any) -> None:
+    """The API's own allocation JSON (shapes.alloc_full) for a failed two-task allocation:
+    one block per task, its resources, times and recent events, newest first."""
+    t0 = 1_700_000_000_000_000_000
+    tasks = (
+        Task(name="web", driver="mock", resources=Resources(cpu=300, memory_mb=256)),
+        Task(name="sidecar", driver="mock", resources=Resources(cpu=100, memory_mb=64)),
+    )
+    job = Job(id="shop", task_groups=(TaskGroup("g", 1, tasks=tasks),))
+    alloc = Allocation(
+        id="a7a7a7a7-0000-4000-8000-000000000001",
+        job_id="shop",
+        task_group="g",
+        client_status=ClientStatus.FAILED,
+        client_description='task "web" failed: exited with code 2',
+        allocated_resources=AllocatedResources(cpu=400, memory_mb=320),
+        create_time=t0,
+        modify_time=t0 + 9_000_000_000,
+    )
+    canned.answer("GET", "/v1/allocations", [{"ID": alloc.id}])
+    canned.answer("GET", f"/v1/allocation/{alloc.id}", alloc_full(alloc, job))
+    code, out, _ = cli("-address", canned.address, "alloc", "status", "a7a7")
+    assert code == 0
+    blocks = out.split("\n\n")
+    assert blocks[1:] == [
+        'Task "sidecar" is "dead"\nTask Resources:\nCPU      Memory\n100 MHz  64 MiB',
+        "Task Events:\n"
+        "Started At     = N/A\n"
+        "Finished At    = 2023-11-14T22:13:29Z\n"
+        "Total Restarts = 0\n"
+        "Last Restart   = N/A",
+        "Recent Events:\n"
+        "Time                  Type                 Description\n"
+        "2023-11-14T22:13:29Z  Sibling Task Failed  Task's sibling failed\n"
+        "2023-11-14T22:13:29Z  Killed               Task successfully killed\n"
+        "2023-11-14T22:13:20Z  Received             Task received by client",
+        'Task "web" is "dead"\nTask Resources:\nCPU      Memory\n300 MHz  256 MiB',
+        "Task Events:\n"
+        "Started At     = N/A\n"
+        "Finished At    = 2023-11-14T22:13:29Z\n"
+        "Total Restarts = 0\n"
+        "Last Restart   = N/A",
+        "Recent Events:\n"
+        "Time                  Type        Description\n"
+        '2023-11-14T22:13:29Z  Terminated  task "web" failed: exited with code 2\n'
+        "2023-11-14T22:13:20Z  Received    Task received by client\n",
     ]
