@@ -1,0 +1,217 @@
+"""Nomad endpoints and checks of issue 18 against a running agent over real HTTP (real Ray
+actors, the embedded Redis, ACLs on): search and fuzzy search, a forced GC and Node.Evaluate,
+the leader's address without a token and a drain without a deadline, the eval priority, node
+pool and scale index checks, and allocations' TaskStates (with `drover alloc status`)."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from actors.agent.core import FleetSpec
+from actors.api.core.shapes import job_to_nomad
+from contracts.jobspec import parse_hcl_with_warnings
+from launch.cli import main as cli
+from launch.system import DroverSystem, SystemConfig
+
+TOKEN = "5d1e3c9a-7b2f-4c6e-8a1d-0f9e8d7c6b5a"
+
+JOB = """
+job "{job_id}" {{
+  datacenters = ["dc1"]
+  type = "{kind}"
+  group "front" {{
+    count = {count}
+    task "server" {{
+      driver = "mock"
+      config {{ run_for = "{run_for}" }}
+      resources {{
+        cpu    = 40
+        memory = 32
+      }}
+    }}
+  }}
+}}
+"""
+
+
+@pytest.fixture(scope="module")
+def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DroverSystem]:
+    config = SystemConfig(
+        data_dir=Path(tmp_path_factory.mktemp("drover-http-nomad")),
+        workers=1,
+        num_cpus=2,
+        fleets=[FleetSpec(name="sim", count=3, cpu_mhz=4000, memory_mb=8192, disk_mb=20_000)],
+        http_addr="127.0.0.1:0",
+        acl_enabled=True,
+        acl_bootstrap_token=TOKEN,
+    )
+    with DroverSystem(config) as running:
+        yield running
+
+
+def http(
+    system: DroverSystem, method: str, path: str, body: Any = None, token: str | None = TOKEN
+) -> tuple[int, Any]:
+    data = orjson.dumps(body) if body is not None else None
+    request = urllib.request.Request(system.http_address + path, data=data, method=method)
+    if token:
+        request.add_header("X-Nomad-Token", token)
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            raw = response.read()
+            return response.status, orjson.loads(raw) if raw else None
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode().strip()
+
+
+def job(job_id: str, *, kind: str = "service", count: int = 2, run_for: str = "1h") -> dict:
+    text = JOB.format(job_id=job_id, kind=kind, count=count, run_for=run_for)
+    return job_to_nomad(parse_hcl_with_warnings(text)[0])
+
+
+def wait_for(check: Any, what: str, timeout_s: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def running(system: DroverSystem, job_id: str, count: int) -> list[dict]:
+    def check() -> list[dict] | None:
+        allocs = http(system, "GET", f"/v1/job/{job_id}/allocations")[1]
+        live = [a for a in allocs if a["ClientStatus"] == "running"]
+        return live if len(live) == count else None
+
+    return list(wait_for(check, f"{count} running allocations of {job_id}"))
+
+
+def test_search_and_fuzzy_search_over_http(system: DroverSystem) -> None:
+    status, reply = http(system, "POST", "/v1/jobs", {"Job": job("finder")})
+    assert status == 200
+    allocs = running(system, "finder", 2)
+    status, found = http(system, "POST", "/v1/search", {"Prefix": "fin", "Context": "all"})
+    assert status == 200 and found["Matches"]["jobs"] == ["finder"]
+    assert found["Truncations"]["jobs"] is False
+    by_id = http(system, "PUT", "/v1/search", {"Prefix": allocs[0]["ID"][:8], "Context": "allocs"})
+    assert by_id[1]["Matches"]["allocs"] == [allocs[0]["ID"]]
+    evals = http(system, "POST", "/v1/search", {"Prefix": reply["EvalID"], "Context": "evals"})
+    assert evals[1]["Matches"] == {"evals": [reply["EvalID"]]}
+    fuzzy = http(system, "POST", "/v1/search/fuzzy", {"Text": "serv", "Context": "jobs"})[1]
+    assert {"ID": "server", "Scope": ["default", "finder", "front"]} in fuzzy["Matches"]["tasks"]
+    assert (
+        http(system, "POST", "/v1/search", {"Prefix": "f", "Context": "all"}, token=None)[0] == 403
+    )
+    bad = http(system, "POST", "/v1/search/fuzzy", {"Text": "x", "Context": "jobs"})
+    assert bad[0] == 400 and "at least 2 characters" in bad[1]
+
+
+def test_node_evaluate_and_system_gc_over_http(system: DroverSystem) -> None:
+    assert (
+        http(system, "POST", "/v1/jobs", {"Job": job("brief", kind="batch", run_for="1s")})[0]
+        == 200
+    )
+    allocs = wait_for(
+        lambda: (
+            [
+                a
+                for a in http(system, "GET", "/v1/job/brief/allocations")[1]
+                if a["ClientStatus"] == "complete"
+            ]
+            or None
+        ),
+        "the batch job's allocations to complete",
+    )
+    node_id = allocs[0]["NodeID"]
+    status, evaluated = http(system, "PUT", f"/v1/node/{node_id}/evaluate", {})
+    assert status == 200 and set(evaluated) == {
+        "EvalIDs",
+        "EvalCreateIndex",
+        "NodeModifyIndex",
+        "Index",
+    }
+    for eval_id in evaluated["EvalIDs"]:
+        ev = http(system, "GET", f"/v1/evaluation/{eval_id}")[1]
+        assert ev["TriggeredBy"] == "node-update" and ev["NodeID"] == node_id
+    assert http(system, "POST", "/v1/node/ghost/evaluate", {})[0] == 404
+    # The batch job is done: once its evals are done too, a forced GC takes it all.
+    wait_for(
+        lambda: all(
+            e["Status"] == "complete" for e in http(system, "GET", "/v1/job/brief/evaluations")[1]
+        ),
+        "the job's evaluations to complete",
+    )
+    assert http(system, "PUT", "/v1/system/gc", token=None)[0] == 403  # management only
+    assert http(system, "PUT", "/v1/system/gc")[0] == 200
+    assert http(system, "GET", "/v1/job/brief")[0] == 404
+    assert http(system, "GET", f"/v1/allocation/{allocs[0]['ID']}")[0] == 404
+
+
+def test_leader_needs_no_token_and_a_drain_without_deadline_has_none(
+    system: DroverSystem,
+) -> None:
+    status, leader = http(system, "GET", "/v1/status/leader", token=None)
+    assert status == 200 and leader == system.http_address.removeprefix("http://")
+    assert http(system, "POST", "/v1/jobs", {"Job": job("held", count=3)})[0] == 200
+    node_id = running(system, "held", 3)[0]["NodeID"]
+    status, _ = http(system, "POST", f"/v1/node/{node_id}/drain", {"DrainSpec": {}})
+    assert status == 200
+    node = http(system, "GET", f"/v1/node/{node_id}")[1]
+    strategy = node["DrainStrategy"]
+    # Service allocations migrate at once; while it drains, the strategy has no deadline.
+    assert strategy is None or strategy["DrainSpec"]["Deadline"] == 0
+    undrain = {"DrainSpec": None, "MarkEligible": True}
+    assert http(system, "POST", f"/v1/node/{node_id}/drain", undrain)[0] == 200
+
+
+def test_job_checks_nomad_makes_over_http(system: DroverSystem) -> None:
+    status, reply = http(system, "POST", "/v1/jobs", {"Job": job("urgent"), "EvalPriority": 95})
+    assert status == 200
+    assert http(system, "GET", f"/v1/evaluation/{reply['EvalID']}")[1]["Priority"] == 95
+    pooled = job("pooled")
+    pooled["NodePool"] = "nowhere"
+    status, message = http(system, "POST", "/v1/jobs", {"Job": pooled})
+    assert (status, message) == (400, 'job "pooled" is in nonexistent node pool "nowhere"')
+    current = http(system, "GET", "/v1/job/urgent")[1]["JobModifyIndex"]
+    stale = {"Count": 3, "Target": {"Group": "front"}, "JobModifyIndex": current + 100}
+    status, message = http(system, "POST", "/v1/job/urgent/scale", stale)
+    assert status == 400 and message.startswith(f"Enforcing job modify index {current + 100}:")
+    status, stopped = http(system, "DELETE", "/v1/job/urgent?eval_priority=7")
+    assert status == 200
+    assert http(system, "GET", f"/v1/evaluation/{stopped['EvalID']}")[1]["Priority"] == 7
+
+
+def test_allocations_carry_task_states_and_alloc_status_shows_them(
+    system: DroverSystem, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert http(system, "POST", "/v1/jobs", {"Job": job("stately", count=1)})[0] == 200
+    (alloc,) = running(system, "stately", 1)
+    assert alloc["TaskStates"]["server"]["State"] == "running"
+    full = http(system, "GET", f"/v1/allocation/{alloc['ID']}")[1]
+    state = full["TaskStates"]["server"]
+    assert state["Failed"] is False and state["Restarts"] == 0
+    assert [e["Type"] for e in state["Events"]] == ["Received", "Started"]
+    assert not state["StartedAt"].startswith("0001")
+    tasks = full["AllocatedResources"]["Tasks"]["server"]
+    assert tasks["Cpu"]["CpuShares"] == 40 and tasks["Memory"]["MemoryMB"] == 32
+    listed = http(system, "GET", "/v1/allocations?resources=true")[1]
+    mine = next(a for a in listed if a["ID"] == alloc["ID"])
+    assert mine["TaskStates"]["server"]["State"] == "running"
+    assert mine["AllocatedResources"]["Tasks"]["server"]["Cpu"]["CpuShares"] == 40
+
+    monkeypatch.setenv("DROVER_ADDR", system.http_address)
+    monkeypatch.setenv("DROVER_TOKEN", TOKEN)
+    assert cli(["alloc", "status", alloc["ID"][:8]]) == 0
+    out = capsys.readouterr().out
+    assert 'Task "server" is "running"' in out and "Total Restarts = 0" in out
+    assert "Recent Events:" in out and "Task started by client" in out
