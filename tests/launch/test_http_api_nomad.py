@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import nomad
 import orjson
 import pytest
 
@@ -215,3 +216,16 @@ def test_allocations_carry_task_states_and_alloc_status_shows_them(
     out = capsys.readouterr().out
     assert 'Task "server" is "running"' in out and "Total Restarts = 0" in out
     assert "Recent Events:" in out and "Task started by client" in out
+
+
+def test_python_nomad_calls_these_endpoints_unchanged(system: DroverSystem) -> None:
+    host, port = system.http_address.removeprefix("http://").split(":")
+    client = nomad.Nomad(host=host, port=int(port), token=TOKEN, timeout=30)
+    client.job.register_job("pyjob", {"Job": job("pyjob", count=1)})
+    running(system, "pyjob", 1)
+    assert client.search.search("pyj", "jobs")["Matches"]["jobs"] == ["pyjob"]
+    fuzzy = client.search.fuzzy_search("pyj", "all")["Matches"]
+    assert [m["ID"] for m in fuzzy["jobs"]] == ["pyjob"]
+    node_id = client.nodes.get_nodes()[0]["ID"]
+    assert "EvalIDs" in client.node.evaluate_node(node_id)
+    assert client.system.initiate_garbage_collection() is True
