@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from contracts.constraints import Affinity, Constraint, Spread
+from contracts.launch import ParameterizedConfig, PeriodicConfig
 from contracts.resources import Resources
 from contracts.scaling import ScalingPolicy
 from contracts.share import ShareRequest
@@ -123,6 +124,14 @@ class Job:
     task_groups: tuple[TaskGroup, ...] = field(default_factory=tuple)
     update: UpdateStrategy | None = None
     meta: dict[str, str] = field(default_factory=dict)
+    # A template the leader launches children from (contracts/launch.py), never scheduled.
+    periodic: PeriodicConfig | None = None
+    parameterized: ParameterizedConfig | None = None
+    # Set on a launched child: its template, and (dispatched) what the dispatch carried.
+    parent_id: str = ""
+    dispatched: bool = False
+    payload: str = ""  # base64, as Nomad's JSON carries it
+    dispatch_idempotency_token: str = ""
     # Lifecycle fields, owned by the state store.
     stop: bool = False
     status: JobStatus = JobStatus.PENDING
@@ -143,6 +152,30 @@ class Job:
     @property
     def namespaced_id(self) -> tuple[str, str]:
         return (self.namespace, self.id)
+
+    @property
+    def is_periodic(self) -> bool:
+        return self.periodic is not None
+
+    @property
+    def is_parameterized(self) -> bool:
+        """A template for dispatches (a dispatched child keeps the block but is not one)."""
+        return self.parameterized is not None and not self.dispatched
+
+    @property
+    def is_periodic_active(self) -> bool:
+        """Nomad's IsPeriodicActive: the leader launches its children on schedule."""
+        return (
+            self.periodic is not None
+            and self.periodic.enabled
+            and not self.stop
+            and not self.is_parameterized
+        )
+
+    @property
+    def is_template(self) -> bool:
+        """Periodic or parameterized: never scheduled itself, so no eval on register."""
+        return self.is_periodic or self.is_parameterized
 
     def spec_changed(self, other: Job) -> bool:
         """Nomad's SpecChanged: compare ignoring the lifecycle fields the store owns."""

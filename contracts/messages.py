@@ -132,6 +132,9 @@ class RequestKind(StrEnum):
     DELETE_NODES = "delete-nodes"  # node_ids: removed (a deleted fleet), their jobs re-evaluated
     NODE_EVALUATE = "node-evaluate"  # node_ids[0]: node-update evals for its jobs (Node.Evaluate)
     SYSTEM_GC = "system-gc"  # collect terminal evals/allocs and dead jobs (/v1/system/gc)
+    # job_id (a parameterized template), meta, payload, idempotency_token, id_prefix_template
+    DISPATCH_JOB = "dispatch-job"
+    FORCE_PERIODIC = "force-periodic"  # job_id: launch the periodic job's child now
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +167,9 @@ class LeaderRequest:
     mark_eligible: bool = False
     eligible: bool = True
     # Writes made on behalf of an evaluation commit only while its delivery token is current.
+    payload: str = ""  # DISPATCH_JOB: base64, as Nomad's JSON carries it
+    idempotency_token: str = ""  # DISPATCH_JOB
+    id_prefix_template: str = ""  # DISPATCH_JOB
     fence_eval_id: str = ""
     fence_token: str = ""
 
@@ -179,6 +185,10 @@ class LeaderResponse:
     warnings: tuple[str, ...] = ()
     eval_ids: tuple[str, ...] = ()  # when a write creates several (node drain/eligibility)
     error_kind: str = ""  # "not-found", "invalid" or "conflict": what the API maps to a status
+    # DISPATCH_JOB / FORCE_PERIODIC: the child's ID; an idempotent dispatch that found its
+    # child gives that child's create index (0: the child is created at `index`).
+    dispatched_job_id: str = ""
+    job_create_index: int = 0
 
 
 # -- failures ----------------------------------------------------------------------------------

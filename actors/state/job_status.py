@@ -20,14 +20,15 @@ class JobActivity:
 def compute_job_status(job: Job, activity: JobActivity, *, eval_delete: bool = False) -> JobStatus:
     """getJobStatus with the #24974 fix (a stopped job with nothing live is dead).
 
-    - system jobs are running until stopped (Nomad exempts only `system`: a sysbatch job runs
-      to completion like batch, so it goes dead once its work is done);
+    - system jobs, and periodic and parameterized templates, are running until stopped (Nomad
+      exempts only `system` of the types: a sysbatch job runs to completion like batch, so it
+      goes dead once its work is done);
     - any non-terminal alloc: running;
     - any non-terminal eval: pending;
     - any (terminal) alloc or eval, a deleted eval, or job.stop: dead;
     - otherwise (nothing yet): pending.
     """
-    if job.type is JobType.SYSTEM:
+    if job.type is JobType.SYSTEM or job.is_template:
         return JobStatus.DEAD if job.stop else JobStatus.RUNNING
     if activity.live_allocs > 0:
         return JobStatus.RUNNING

@@ -25,6 +25,7 @@ from contracts.job import (
     TaskGroup,
     UpdateStrategy,
 )
+from contracts.jobspec.launch_blocks import build_parameterized, build_periodic
 from contracts.jobspec.schema import SHORTHAND_LTARGET, SHORTHAND_RTARGET_AFFINITY
 from contracts.resources import DeviceRequest, Resources
 from contracts.scaling import ScalingPolicy
@@ -86,6 +87,8 @@ def build_job(n: Norm) -> Job:
         task_groups=groups,
         update=None if job_update is None else UpdateStrategy(**_pick(job_update, _UPDATE_FIELDS)),
         meta=dict(n.get("meta", {})),
+        periodic=build_periodic(n.get("periodic")),
+        parameterized=build_parameterized(n.get("parameterized")),
         **fields,
     )
 

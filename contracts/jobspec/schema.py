@@ -175,6 +175,27 @@ RESCHEDULE = Obj(
     ignored=(Ignored("delay_function", "DelayFunction"), Ignored("max_delay", "MaxDelay")),
 )
 
+PERIODIC = Obj(
+    "periodic",
+    (
+        Field("cron", "Spec", Kind.STR),
+        Field("crons", "Specs", Kind.STRS),
+        Field("spec_type", "SpecType", Kind.CHOICE, choices=("cron",)),
+        Field("prohibit_overlap", "ProhibitOverlap", Kind.BOOL),
+        Field("time_zone", "TimeZone", Kind.STR),
+        Field("enabled", "Enabled", Kind.BOOL),
+    ),
+)
+
+PARAMETERIZED = Obj(
+    "parameterized",
+    (
+        Field("payload", "Payload", Kind.CHOICE, choices=("optional", "required", "forbidden")),
+        Field("meta_required", "MetaRequired", Kind.STRS),
+        Field("meta_optional", "MetaOptional", Kind.STRS),
+    ),
+)
+
 EPHEMERAL_DISK = Obj(
     "ephemeral_disk",
     (Field("size", "SizeMB", Kind.NONNEG_INT),),
@@ -299,13 +320,13 @@ JOB = Obj(
         Field("update", "Update", Kind.OBJ, UPDATE),
         Field("reschedule", "Reschedule", Kind.OBJ, RESCHEDULE),
         Field("meta", "Meta", Kind.STR_MAP),
+        Field("periodic", "Periodic", Kind.OBJ, PERIODIC),
+        Field("parameterized", "ParameterizedJob", Kind.OBJ, PARAMETERIZED),
         Field("stop", "Stop", Kind.BOOL, hcl=False),
     ),
     ignored=(
         Ignored("region", "Region", "global"),
         Ignored("multiregion", "Multiregion"),
-        Ignored("periodic", "Periodic"),
-        Ignored("parameterized", "ParameterizedJob"),
         Ignored("migrate", "Migrate"),
         Ignored("ui", "UI"),
         Ignored("vault", None),

@@ -17,6 +17,7 @@ from contracts.errors import ValidationError
 from contracts.job import MAX_PRIORITY, MIN_PRIORITY, Job, JobType, Task, TaskGroup
 from contracts.job import ReschedulePolicy as Reschedule
 from contracts.job import UpdateStrategy as Update
+from contracts.jobspec.launch_blocks import launch_problems
 from contracts.jobspec.limits import DEFAULT_LIMITS, JobLimits, limit_problems
 
 MIN_CPU = 1
@@ -42,6 +43,7 @@ def job_problems(job: Job) -> list[str]:
     where = f'job "{job.id}"'
     out: list[str] = []
     _job_fields(job, where, out)
+    out += launch_problems(job, where)
     _placement(job, job.constraints, job.affinities, job.spreads, where, out)
     if job.update is not None:
         _update(job.update, where, out)

@@ -38,12 +38,29 @@ def _nomad_keys(value: Any) -> Any:
                 out["EphemeralDisk"] = {"SizeMB": item}
             elif key == "Share" and item is None:
                 continue  # a run's ranges (submitted as a task file): other groups have none
+            elif key == "Periodic" and isinstance(item, dict):
+                out[key] = periodic_to_nomad(item)
+            elif key == "Parameterized":
+                out["ParameterizedJob"] = item
             else:
                 out[key] = _nomad_keys(item)
         return out
     if isinstance(value, list):
         return [_nomad_keys(v) for v in value]
     return value
+
+
+def periodic_to_nomad(wire: dict[str, Any]) -> dict[str, Any]:
+    """Nomad's PeriodicConfig: one spec in `Spec`, several in `Specs` (its `crons`)."""
+    crons = list(wire["Crons"])
+    return {
+        "Enabled": wire["Enabled"],
+        "Spec": crons[0] if len(crons) == 1 else "",
+        "Specs": crons if len(crons) > 1 else None,
+        "SpecType": "cron",
+        "ProhibitOverlap": wire["ProhibitOverlap"],
+        "TimeZone": wire["TimeZone"],
+    }
 
 
 def job_to_nomad(job: Job) -> dict[str, Any]:
@@ -55,15 +72,15 @@ def job_stub(job: Job, summary: dict[str, Any]) -> dict[str, Any]:
     """Nomad's JobListStub."""
     return {
         "ID": job.id,
-        "ParentID": "",
+        "ParentID": job.parent_id,
         "Name": job.name or job.id,
         "Namespace": job.namespace,
         "Datacenters": list(job.datacenters),
         "NodePool": job.node_pool,
         "Type": str(job.type),
         "Priority": job.priority,
-        "Periodic": False,
-        "ParameterizedJob": False,
+        "Periodic": job.is_periodic,
+        "ParameterizedJob": job.is_parameterized,
         "Stop": job.stop,
         "Status": str(job.status),
         "StatusDescription": job.status_description,

@@ -1,11 +1,12 @@
 """The leader's timers: moments at which it must decide something nobody asks for.
 
-Two kinds today: a node drain's deadline (the allocations still on the node are then forced
-off, as Nomad's drainer does) and a run's wait limit (dstack's `retry.duration` for
-no-capacity: a run still waiting then fails). Each is pushed when the decision that starts it
-is made, and rebuilt from the state once after a reload, so the loop never scans the nodes or
-jobs to find what is due. An entry is only a reminder: when it comes due the state is read
-again, and an entry whose cause went away (drain cancelled, run started) decides nothing.
+Three kinds: a node drain's deadline (the allocations still on the node are then forced off,
+as Nomad's drainer does), a run's wait limit (dstack's `retry.duration` for no-capacity: a
+run still waiting then fails) and a periodic job's next launch (periodic.py). Each is pushed
+when the decision that starts it is made, and rebuilt from the state once after a reload, so
+the loop never scans the nodes or jobs to find what is due. An entry is only a reminder: when
+it comes due the state is read again, and an entry whose cause went away (drain cancelled,
+run started, job registered again) decides nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from enum import Enum
 class DeadlineKind(Enum):
     DRAIN = "drain"  # key: (node_id,)
     RUN_WAIT = "run-wait"  # key: (namespace, job_id, version)
+    PERIODIC = "periodic"  # key: (namespace, job_id, submit_time): a periodic job's next launch
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -42,6 +44,10 @@ class Deadlines:
             return
         self._known.add(item)
         heapq.heappush(self._heap, item)
+
+    def times(self, kind: DeadlineKind) -> list[int]:
+        """When each pending reminder of `kind` comes due, soonest first."""
+        return sorted(at for at, k, _key in self._heap if k == kind.value)
 
     def next_at(self) -> int | None:
         return self._heap[0][0] if self._heap else None

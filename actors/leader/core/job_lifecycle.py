@@ -67,13 +67,18 @@ def register_job(
     enforce_index: int | None = None,
     eval_priority: int | None = None,
 ) -> JobWrite:
-    """Register or update a job: a new version only if the spec changed; always an eval."""
+    """Register or update a job: a new version only if the spec changed; an eval unless the
+    job is a periodic or parameterized template (never scheduled itself, as in Nomad)."""
     existing = state.job(job.namespace, job.id)
     _check_enforce_index(existing, enforce_index)
     _check_eval_priority(eval_priority)
     new = _fresh_version(job, now_ns)
     if existing is not None and preserve_counts:
         new = _preserve_counts(existing, new)
+    if new.is_template:
+        if existing is not None and not existing.spec_changed(new):
+            return JobWrite(None, None, job_modify_index=existing.job_modify_index)
+        return JobWrite(UpsertJob(new, ()), None)
     ev = _new_eval(new, TriggeredBy.JOB_REGISTER, now_ns, new_id, eval_priority)
     if existing is not None and not existing.spec_changed(new):
         # Re-running the same spec forces an evaluation without writing a version.
@@ -99,6 +104,11 @@ def stop_job(
     """
     current = _require_job(state, namespace, job_id)
     _check_eval_priority(eval_priority)
+    if current.is_template:
+        # Nothing of a template's own runs (its children are jobs of their own): no eval.
+        if purge:
+            return JobWrite(PurgeJob(namespace, job_id, ()), None)
+        return JobWrite(UpsertJob(current.replace(stop=True, stable=False), ()), None)
     ev = _new_eval(current, TriggeredBy.JOB_DEREGISTER, now_ns, new_id, eval_priority)
     if purge:
         return JobWrite(PurgeJob(namespace, job_id, (ev,)), ev)

@@ -21,6 +21,7 @@ from actors.leader.core.job_lifecycle import (
     set_stable,
     stop_job,
 )
+from actors.leader.core.launches import LaunchWrite, dispatch
 from actors.leader.core.operator_ops import (
     OperatorWrite,
     completed_drains,
@@ -31,6 +32,7 @@ from actors.leader.core.operator_ops import (
     set_eligibility,
     stop_alloc,
 )
+from actors.leader.core.periodic import PeriodicDispatcher
 from actors.leader.core.plan_eval import evaluate_plan
 from actors.leader.core.runs import end_waiting_run, ends_run, runs_on_nodes, wait_deadline
 from actors.state import StateReader
@@ -99,6 +101,7 @@ class LeaderCore:
         self.now_ns = now_ns
         self.new_id = new_id
         self.deadlines = Deadlines()
+        self.periodic = PeriodicDispatcher(state, now_ns=now_ns, new_id=new_id)
 
     # -- timers (deadlines.py) --------------------------------------------------------------------
 
@@ -109,6 +112,7 @@ class LeaderCore:
             self._track_drain(node)
         for job in self.state.jobs():
             self._track_run(job)
+        self.periodic.rebuild(self.deadlines)
         return len(self.deadlines)
 
     def due(self) -> list[StateChange]:
@@ -129,6 +133,8 @@ class LeaderCore:
                     self.state, node_id, started_at, now_ns=now, new_eval=self._eval
                 ).changes
                 forced.append(node_id)
+            elif item.kind is DeadlineKind.PERIODIC:
+                changes += self.periodic.due(self.deadlines, item.key, item.at_ns)
             else:
                 namespace, job_id, submit_time = item.key
                 waits.append((str(namespace), str(job_id), int(submit_time)))
@@ -161,6 +167,7 @@ class LeaderCore:
                     self._track_drain(node)
             elif isinstance(change, UpsertJob):
                 self._track_run(change.job)
+                self.periodic.track(self.deadlines, change.job)
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -273,6 +280,25 @@ class LeaderCore:
                 changes=collect_garbage(self.state),
                 response=LeaderResponse(request.request_id, ok=True),
             )
+        if kind is RequestKind.DISPATCH_JOB:
+            return self._launch_write(
+                request,
+                dispatch(
+                    self.state,
+                    self.periodic.children,
+                    request.namespace,
+                    request.job_id,
+                    meta={str(k): str(v) for k, v in request.meta.items()},
+                    payload=request.payload,
+                    idempotency_token=request.idempotency_token,
+                    id_prefix_template=request.id_prefix_template,
+                    now_ns=self.now_ns(),
+                    new_id=self.new_id,
+                ),
+            )
+        if kind is RequestKind.FORCE_PERIODIC:
+            forced = self.periodic.force(request.namespace, request.job_id)
+            return self._launch_write(request, forced)
         if kind in _OPERATOR_KINDS:
             return self._operator_write(request, self._operator(request))
         raise ValidationError(f"unknown request kind {kind!r}")
@@ -287,6 +313,18 @@ class LeaderCore:
             ),
             job_write=write,
         )
+
+    def _launch_write(self, request: LeaderRequest, launched: LaunchWrite) -> Decision:
+        decision = self._job_write(request, launched.write)
+        existing = launched.existing
+        assert decision.response is not None
+        decision.response = dataclasses.replace(
+            decision.response,
+            dispatched_job_id=launched.child_id,
+            job_create_index=existing.create_index if existing is not None else 0,
+            index=existing.modify_index if existing is not None else 0,
+        )
+        return decision
 
     def _operator(self, request: LeaderRequest) -> OperatorWrite:
         kind, now = request.kind, self.now_ns()

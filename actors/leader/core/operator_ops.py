@@ -196,6 +196,10 @@ def evaluate_job(
     job = state.job(namespace, job_id)
     if job is None:
         raise NotFoundError(f'job "{job_id}" not found')
+    if job.is_periodic:
+        raise ValidationError("can't evaluate periodic job")
+    if job.is_parameterized:
+        raise ValidationError("can't evaluate parameterized job")
     ev = new_eval(namespace, job_id, job.type, TriggeredBy.JOB_REGISTER)
     return OperatorWrite([UpsertEvals((ev,))], (ev.id,))
 

@@ -120,7 +120,7 @@ def test_known_unmodelled_fields_warn_only_when_set() -> None:
     body = minimal(
         TaskGroups=[group],
         Region="global",
-        Periodic={"Spec": "@daily"},
+        Multiregion={"Strategy": {"MaxParallel": 1}},
         ConsulToken=None,
         Status="running",
         Version=4,
@@ -129,7 +129,7 @@ def test_known_unmodelled_fields_warn_only_when_set() -> None:
     job, warnings = parse_json_with_warnings({"Job": body})
     assert job.task_groups[0].tasks[0].driver == "mock"
     assert sorted(warnings) == [
-        "$.Job.Periodic: not supported by drover yet; ignored",
+        "$.Job.Multiregion: not supported by drover yet; ignored",
         "$.Job.TaskGroups[0].Tasks[0].LogConfig: not supported by drover yet; ignored",
         "$.Job.TaskGroups[0].Tasks[0].Services: not supported by drover yet; ignored",
         "$.Job.Update.AutoPromote: not supported by drover yet; ignored",
