@@ -16,6 +16,11 @@ With `ssl_context` (`-tls-cert`/`-tls-key`, like Nomad's `tls` block) it serves 
 JSON answers carry Nomad's `X-Nomad-Index`, `X-Nomad-KnownLeader` and `X-Nomad-LastContact`;
 errors answer with their status and a one-line plain-text message, as Nomad does. Bodies
 must come with a Content-Length (a chunked one is a 411), as with the stdlib server before.
+
+A handler may answer with a `StreamBody` (core/streaming.py; `/v1/event/stream`): it is sent
+with chunked transfer encoding as it produces chunks, read on the pool at each change of the
+replica and each heartbeat, until it ends, the client leaves or the server stops; a client
+that does not take what was sent within `idle_timeout_s` is disconnected.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import orjson
 
 from actors.api.core import Api, ApiError, ApiRequest, ApiResponse
 from actors.api.core.blocking import query_options
+from actors.api.core.streaming import MultiQuery, StreamBody
 
 log = logging.getLogger(__name__)
 
@@ -215,11 +221,14 @@ class ApiHttpServer:
         request = ApiRequest(
             method=method,
             path=url.path,
-            query=dict(parse_qsl(url.query, keep_blank_values=True)),
+            query=MultiQuery(parse_qsl(url.query, keep_blank_values=True)),
             body=body,
             token=headers.get("x-nomad-token", ""),
         )
         response = await self._answer(request)
+        if isinstance(response.body, StreamBody):
+            await self._stream(reader, writer, response.body)
+            return False
         connection = headers.get("connection", "").lower()
         keep = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
         await self._send(writer, response, close=not keep)
@@ -257,7 +266,13 @@ class ApiHttpServer:
         if min_index == 0 or not hasattr(self.api, "backend"):
             return await self._handle(request)
         deadline = self._loop.time() + wait_s
-        now_only = dataclasses.replace(request, query={**request.query, "wait": "0"})
+        query = request.query
+        wait_0 = (
+            query.with_value("wait", "0")
+            if isinstance(query, MultiQuery)
+            else {**query, "wait": "0"}
+        )
+        now_only = dataclasses.replace(request, query=wait_0)
         while True:
             change = self._next_change()
             response = await self._handle(now_only)
@@ -268,6 +283,42 @@ class ApiHttpServer:
                 return response
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(asyncio.shield(change), remaining)
+
+    async def _stream(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, body: StreamBody
+    ) -> None:
+        """Send `body` as it comes, then close the connection."""
+        loop = self._loop
+        gone = loop.create_task(_until_eof(reader))
+        try:
+            writer.write(_stream_head(body.content_type))
+            beat_at = loop.time() + body.heartbeat_s
+            watched = hasattr(self.api, "backend")
+            while not gone.done():
+                # Woken by the replica's next change; an API without one (tests) only beats.
+                change = self._next_change() if watched else loop.create_future()
+                chunks = await loop.run_in_executor(self._pool, body.read)
+                if chunks is None:
+                    writer.write(b"0\r\n\r\n")
+                    await asyncio.wait_for(writer.drain(), self.idle_timeout_s)
+                    return
+                if loop.time() >= beat_at:
+                    chunks.append(body.heartbeat())
+                    beat_at = max(beat_at + body.heartbeat_s, loop.time())
+                if not chunks:
+                    await asyncio.wait(
+                        (change, gone),
+                        timeout=beat_at - loop.time(),
+                        return_when=asyncio.FIRST_COMPLETED,
+                    )
+                    continue
+                writer.write(b"".join(b"%x\r\n%b\r\n" % (len(c), c) for c in chunks if c))
+                await asyncio.wait_for(writer.drain(), self.idle_timeout_s)
+        except TimeoutError:
+            pass  # the client does not read what it asked for: let it go
+        finally:
+            gone.cancel()
+            body.close()
 
     def _next_change(self) -> asyncio.Future[None]:
         """A future resolved when the replica applies its next entry (one watcher thread
@@ -295,6 +346,26 @@ class ApiHttpServer:
         change, self._change = self._change, None
         if change is not None and not change.done():
             change.set_result(None)
+
+
+async def _until_eof(reader: asyncio.StreamReader) -> None:
+    """Returns when the client closes its side (what it sends meanwhile is dropped)."""
+    with contextlib.suppress(ConnectionError, ssl.SSLError):
+        while await reader.read(1 << 12):
+            pass
+
+
+def _stream_head(content_type: str) -> bytes:
+    lines = [
+        "HTTP/1.1 200 OK",
+        f"Content-Type: {content_type}",
+        "Cache-Control: no-cache",
+        "Transfer-Encoding: chunked",
+        "X-Nomad-KnownLeader: true",
+        "X-Nomad-LastContact: 0",
+        "Connection: close",
+    ]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
 
 def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:

@@ -5,6 +5,9 @@ A write returns once the replica has applied the write's index, so a client that
 then reads through the same agent always sees its write. ACL tokens and policies and fleet
 declarations are not cluster state (the leader never schedules on them); they live in Redis
 hashes of their own (acl_redis.py, `StreamNames.fleets`), the bootstrap guarded by SETNX.
+
+The replica also feeds `/v1/event/stream`: each entry it applies after start is translated
+into Nomad's events (core/events.py) and published to `events`, the broker subscribers read.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from actors.agent.core import FleetSpec
 from actors.api.acl_redis import RedisAclStore
 from actors.api.core import ApiError
 from actors.api.core.acl import AclService, Issued
+from actors.api.core.event_broker import EventBroker
+from actors.api.core.events import EventSource, EventTranslator
 from actors.runtime.replica import LogReplica
 from actors.state import StateReader
 from actors.streams.envelope import BadMessage, decode_envelope
@@ -78,7 +83,9 @@ class ApiService:
         self.fleet_manager = fleet_manager
         self.packager = packager
         self.autoscaler = autoscaler
-        self.replica = LogReplica(client, names)
+        self.events = EventBroker()
+        self.event_source = EventSource(self.events.publish, self.events.reset, EventTranslator())
+        self.replica = LogReplica(client, names, on_reset=self.event_source.reset)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.acl = AclService(RedisAclStore(client, names))
@@ -87,6 +94,9 @@ class ApiService:
         if self.acl_enabled:
             RedisAclStore(self.client, self.names).migrate_plain_tokens()
         self.replica.load()
+        # Events start with what is applied from now on (Nomad's buffer starts empty too).
+        self.event_source.attach(self.replica.store)
+        self.replica.listener = self.event_source.on_entry
         self._thread = threading.Thread(
             target=self.replica.run, args=(self._stop,), name="drover-api-replica", daemon=True
         )

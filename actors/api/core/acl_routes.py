@@ -118,6 +118,8 @@ NEEDS: dict[tuple[str, str], Need] = {
     ("PUT", "/v1/acl/bootstrap"): OPEN,
     ("GET", "/v1/acl/token/self"): TOKEN,
     ("GET", "/v1/acl/policy/:name"): TOKEN,  # management, or a token holding the policy
+    # Any valid token; the handler checks each topic asked for (event_topics.py).
+    ("GET", "/v1/event/stream"): TOKEN,
 }
 
 # Registrations name their namespace in the job, not in the query.

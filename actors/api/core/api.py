@@ -19,6 +19,7 @@ from actors.api.core import (
     agent_routes,
     cluster,
     dstack_routes,
+    event_routes,
     jobs,
     metrics_routes,
     scaling_routes,
@@ -100,6 +101,7 @@ _ROUTES: list[tuple[str, str, Handler]] = [
     *acl_routes.ROUTES,
     *agent_routes.ROUTES,
     ("GET", "/v1/metrics", metrics_routes.metrics),
+    *event_routes.ROUTES,
 ]
 
 
