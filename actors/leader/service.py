@@ -30,6 +30,7 @@ import redis
 from opentelemetry.trace import INVALID_SPAN, Span
 
 from actors.leader.core.heartbeats import HeartbeatTracker
+from actors.leader.core.launches import launched_at
 from actors.leader.core.leader import Decision, LeaderCore, plan_completes_eval
 from actors.leader.core.plan_queue import PlanQueue
 from actors.leader.durable_log import DurableLog, Fence, NotLeaderError
@@ -374,6 +375,12 @@ class LeaderService:
         if not job_id:
             return response
         namespace = request.job.namespace if request.job is not None else request.namespace
+        if request.kind in (RequestKind.DISPATCH_JOB, RequestKind.FORCE_PERIODIC):
+            child = launched_at(self.store, self.core.periodic.children, namespace, job_id, index)
+            if child is None:
+                return response
+            job_id = child.id
+            response = dataclasses.replace(response, dispatched_job_id=job_id)
         created = tuple(
             e.id for e in self.store.evals_by_job(namespace, job_id) if e.create_index == index
         )

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from launch.cli import cluster, dstack, experiment, job, scaling, trace
+from launch.cli import cluster, dstack, experiment, job, job_launch, scaling, trace
 from launch.cli.client import ApiClient, CliError
 from launch.cli.output import error
 
@@ -226,7 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
         _flag(agent, f"-job-max-{name}", type=int, default=default, help=f"most {what}")
     agent.set_defaults(handler=_agent, needs_client=False)
 
-    job.add_parser(commands, _flag)
+    job_launch.add_parsers(job.add_parser(commands, _flag), _flag)
     cluster.add_parsers(commands, _flag)
     dstack.add_parsers(commands, _flag)
     scaling.add_parser(commands, _flag)

@@ -52,7 +52,7 @@ def with_working_dir(job: Job, directory: Path) -> Job:
     return dataclasses.replace(job, task_groups=tuple(groups))
 
 
-def _follow(args: argparse.Namespace, client: ApiClient, reply: dict[str, Any]) -> int:
+def follow(args: argparse.Namespace, client: ApiClient, reply: dict[str, Any]) -> int:
     """Monitor the write's evaluation, unless -detach (or it created none)."""
     if args.detach or not reply.get("EvalID"):
         print(f"Evaluation ID: {reply.get('EvalID', '')}")
@@ -166,6 +166,10 @@ def run(args: argparse.Namespace, client: ApiClient) -> int:
     reply = client.post("/v1/jobs", body)
     if reply.get("Warnings"):
         error(f"warning: {reply['Warnings']}")
+    if not reply.get("EvalID"):
+        # A periodic or parameterized job is a template: registered, never evaluated itself.
+        print("Job registration successful")
+        return 0
     if args.detach:
         print("Job registration successful")
         print(f"Evaluation ID: {reply['EvalID']}")
@@ -325,7 +329,7 @@ def stop(args: argparse.Namespace, client: ApiClient) -> int:
     reply = client.delete(
         _job_path(args.job), purge=str(args.purge).lower(), namespace=args.namespace
     )
-    return _follow(args, client, reply)
+    return follow(args, client, reply)
 
 
 def revert(args: argparse.Namespace, client: ApiClient) -> int:
@@ -334,7 +338,7 @@ def revert(args: argparse.Namespace, client: ApiClient) -> int:
         {"JobID": args.job, "JobVersion": args.version},
         namespace=args.namespace,
     )
-    return _follow(args, client, reply)
+    return follow(args, client, reply)
 
 
 def scale(args: argparse.Namespace, client: ApiClient) -> int:
@@ -344,7 +348,7 @@ def scale(args: argparse.Namespace, client: ApiClient) -> int:
         "Message": "submitted using the drover CLI",
     }
     reply = client.post(_job_path(args.job, "/scale"), body, namespace=args.namespace)
-    return _follow(args, client, reply)
+    return follow(args, client, reply)
 
 
 def scaling_events(args: argparse.Namespace, client: ApiClient) -> int:
@@ -375,7 +379,8 @@ def validate(args: argparse.Namespace, client: ApiClient | None = None) -> int:
     return 0
 
 
-def add_parser(commands: Any, flag: Any) -> None:
+def add_parser(commands: Any, flag: Any) -> Any:
+    """The `job` subcommands; returns the factory that adds one (for job_launch.py's)."""
     job = commands.add_parser("job", help="run and manage jobs")
     sub = job.add_subparsers(dest="job_command", required=True)
 
@@ -418,3 +423,4 @@ def add_parser(commands: Any, flag: Any) -> None:
     p.add_argument("job")
     p = cmd("validate", validate, "parse and validate a job file (no agent needed)", json=True)
     p.add_argument("file")
+    return cmd

@@ -229,3 +229,100 @@ def test_python_nomad_calls_these_endpoints_unchanged(system: DroverSystem) -> N
     node_id = client.nodes.get_nodes()[0]["ID"]
     assert "EvalIDs" in client.node.evaluate_node(node_id)
     assert client.system.initiate_garbage_collection() is True
+
+
+TEMPLATE = """
+job "{job_id}" {{
+  datacenters = ["dc1"]
+  type = "batch"
+  {block}
+  group "work" {{
+    task "run" {{
+      driver = "mock"
+      config {{ run_for = "30s" }}
+      resources {{
+        cpu    = 20
+        memory = 16
+      }}
+    }}
+  }}
+}}
+"""
+
+
+def template(job_id: str, block: str) -> dict:
+    return job_to_nomad(parse_hcl_with_warnings(TEMPLATE.format(job_id=job_id, block=block))[0])
+
+
+def test_parameterized_jobs_dispatch_over_http_python_nomad_and_the_cli(
+    system: DroverSystem, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    block = 'parameterized {\n payload = "optional"\n meta_required = ["input"]\n }'
+    status, reply = http(system, "POST", "/v1/jobs", {"Job": template("convert", block)})
+    assert status == 200 and reply["EvalID"] == ""
+    parent = http(system, "GET", "/v1/job/convert")[1]
+    assert parent["ParameterizedJob"]["MetaRequired"] == ["input"]
+    assert parent["Status"] == "running"
+    stub = next(j for j in http(system, "GET", "/v1/jobs")[1] if j["ID"] == "convert")
+    assert stub["ParameterizedJob"] is True and stub["ParentID"] == ""
+    # Never scheduled itself.
+    assert http(system, "GET", "/v1/job/convert/evaluations")[1] == []
+
+    body = {"Meta": {"input": "a.csv"}, "Payload": "aGVsbG8="}
+    status, reply = http(system, "POST", "/v1/job/convert/dispatch", body)
+    assert status == 200 and reply["EvalID"] and reply["JobCreateIndex"] > 0
+    child_id = reply["DispatchedJobID"]
+    assert child_id.startswith("convert/dispatch-")
+    child = http(system, "GET", f"/v1/job/{child_id.replace('/', '%2F')}")[1]
+    assert child["ParentID"] == "convert" and child["Dispatched"] is True
+    assert child["Meta"]["input"] == "a.csv" and child["Payload"] == "aGVsbG8="
+    running(system, child_id.replace("/", "%2F"), 1)
+
+    refused = http(system, "POST", "/v1/job/convert/dispatch", {"Meta": {"other": "x"}})
+    assert refused[0] == 400 and "unpermitted metadata keys: ['other']" in refused[1]
+    missing = http(system, "POST", "/v1/job/nope/dispatch", {})
+    assert missing[0] == 404
+
+    host, port = system.http_address.removeprefix("http://").split(":")
+    client = nomad.Nomad(host=host, port=int(port), token=TOKEN, timeout=30)
+    first = client.job.dispatch_job("convert", meta={"input": "b"}, idempotency_token="t1")
+    again = client.job.dispatch_job("convert", meta={"input": "b"}, idempotency_token="t1")
+    assert first["DispatchedJobID"] == again["DispatchedJobID"] and again["EvalID"] == ""
+
+    monkeypatch.setenv("DROVER_ADDR", system.http_address)
+    monkeypatch.setenv("DROVER_TOKEN", TOKEN)
+    assert cli(["job", "dispatch", "-detach", "-meta", "input=c", "convert"]) == 0
+    out = capsys.readouterr().out
+    assert "Dispatched Job ID = convert/dispatch-" in out and "Evaluation ID" in out
+    children = [j for j in http(system, "GET", "/v1/jobs")[1] if j["ParentID"] == "convert"]
+    assert len(children) == 3
+
+
+def test_periodic_jobs_register_without_an_eval_and_force_launch(
+    system: DroverSystem, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    block = 'periodic {\n crons = ["@yearly"]\n prohibit_overlap = true\n }'
+    status, reply = http(system, "POST", "/v1/jobs", {"Job": template("nightly", block)})
+    assert status == 200 and reply["EvalID"] == ""
+    parent = http(system, "GET", "/v1/job/nightly")[1]
+    assert parent["Periodic"]["Spec"] == "@yearly" and parent["Periodic"]["ProhibitOverlap"]
+    refused = http(system, "POST", "/v1/job/nightly/evaluate", {})
+    assert refused[0] == 400 and "can't evaluate periodic job" in refused[1]
+
+    status, forced = http(system, "POST", "/v1/job/nightly/periodic/force", {})
+    assert status == 200 and forced["EvalID"]
+    evaluation = http(system, "GET", f"/v1/evaluation/{forced['EvalID']}")[1]
+    assert evaluation["TriggeredBy"] == "periodic-job"
+    assert evaluation["JobID"].startswith("nightly/periodic-")
+    running(system, evaluation["JobID"].replace("/", "%2F"), 1)
+
+    host, port = system.http_address.removeprefix("http://").split(":")
+    client = nomad.Nomad(host=host, port=int(port), token=TOKEN, timeout=30)
+    assert client.job.periodic_job("nightly")["EvalID"]
+    not_periodic = http(system, "POST", "/v1/job/convert-none/periodic/force", {})
+    assert not_periodic[0] == 404
+
+    monkeypatch.setenv("DROVER_ADDR", system.http_address)
+    monkeypatch.setenv("DROVER_TOKEN", TOKEN)
+    assert cli(["job", "periodic", "force", "-detach", "nightly"]) == 0
+    assert "Evaluation ID:" in capsys.readouterr().out

@@ -167,6 +167,15 @@ def _check_dispatch(
         raise ValidationError(f"Dispatch did not provide required meta keys: {missing}")
 
 
+def launched_at(
+    state: StateReader, children: Children, namespace: str, parent_id: str, index: int
+) -> Job | None:
+    """The child a launch committed at `index` made (to answer a request applied before)."""
+    return next(
+        (c for c in children.of(state, namespace, parent_id) if c.create_index == index), None
+    )
+
+
 def dispatched_id(parent_id: str, template: str, now_ns: int, new_id: NewId) -> str:
     """`<parent>/dispatch-[<template>-]<unix seconds>-<8 hex>`, as Nomad names them."""
     prefix = f"{template}-" if template else ""

@@ -1,0 +1,78 @@
+"""`/v1/job/:id/dispatch` and `/v1/job/:id/periodic/force`: launching a template's child.
+
+Dispatch takes Nomad's JobDispatchRequest body: `Payload` (base64), `Meta`, `IdPrefixTemplate`
+and the idempotency token, which Nomad's Go client sends as the `idempotency_token` query
+parameter and python-nomad in the body (as `idempotency_token`); all three spellings are read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.api.core.call import Call
+from actors.api.core.errors import bad_request
+from actors.api.core.http_types import ApiResponse
+from contracts.messages import RequestKind
+
+
+def dispatch_job(call: Call) -> ApiResponse:
+    body = call.json_or_empty()
+    meta = _str_map(body.get("Meta"), "Meta")
+    payload = _str(body.get("Payload"), "Payload")
+    template = _str(body.get("IdPrefixTemplate"), "IdPrefixTemplate")
+    token = _str(
+        body.get("IdempotencyToken") or body.get("idempotency_token"), "IdempotencyToken"
+    ) or call.query("idempotency_token")
+    response = call.write(
+        RequestKind.DISPATCH_JOB,
+        job_id=call.params["id"],
+        meta=meta,
+        payload=payload,
+        idempotency_token=token,
+        id_prefix_template=template,
+    )
+    created = response.job_create_index or response.index
+    return ApiResponse(
+        200,
+        {
+            "DispatchedJobID": response.dispatched_job_id,
+            "EvalID": response.eval_id,
+            "EvalCreateIndex": response.index if response.eval_id else 0,
+            "JobCreateIndex": created,
+            "Index": response.index,
+            "LastContact": 0,
+            "KnownLeader": True,
+        },
+        index=response.index,
+    )
+
+
+def force_periodic(call: Call) -> ApiResponse:
+    response = call.write(RequestKind.FORCE_PERIODIC, job_id=call.params["id"])
+    return ApiResponse(
+        200,
+        {
+            "EvalID": response.eval_id,
+            "EvalCreateIndex": response.index if response.eval_id else 0,
+            "Index": response.index,
+            "LastContact": 0,
+            "KnownLeader": True,
+        },
+        index=response.index,
+    )
+
+
+def _str(value: Any, field: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise bad_request(f"{field}: expected a string, got {type(value).__name__}")
+    return value
+
+
+def _str_map(value: Any, field: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise bad_request(f"{field}: expected a map of strings, got {value!r:.80}")
+    return {str(k): v for k, v in value.items()}
