@@ -39,7 +39,16 @@ TASK = 'task "t" {\n driver = "mock"\n}'
 
 
 @pytest.mark.parametrize(
-    "name", ["web.nomad", "batch.nomad", "system.nomad", "gpu.nomad", "autoscale.nomad"]
+    "name",
+    [
+        "web.nomad",
+        "batch.nomad",
+        "system.nomad",
+        "gpu.nomad",
+        "autoscale.nomad",
+        "periodic.nomad",
+        "parameterized.nomad",
+    ],
 )
 def test_examples_parse_without_warnings(name: str) -> None:
     job = parse_job_file(EXAMPLES / name)
