@@ -40,6 +40,7 @@ from contracts.share import (
 )
 
 MHZ_PER_CORE = 1000
+STORAGE_TOTAL_ATTRIBUTE = "unique.storage.bytestotal"  # the agent's storage fingerprint
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 _MB_PER_UNIT = {"": 1024, "mb": 1, "mib": 1, "gb": 1024, "gib": 1024, "tb": 1 << 20, "tib": 1 << 20}
 _VENDORS = frozenset(get_args(Vendor))
@@ -109,7 +110,7 @@ def _read_instance(node: Node) -> Instance | None:
         cpu_count=cores,
         cpu_arch="arm" if _ARCH.get(attrs.get("cpu.arch", "").lower()) == "arm" else "x86",
         memory_gb=(resources.memory_mb - reserved.memory_mb) / MB_PER_GB,
-        disk_gb=(resources.disk_mb - reserved.disk_mb) / MB_PER_GB,
+        disk_gb=_disk_size_mb(node) / MB_PER_GB,
         gpu_count=len(gpu_ids),
         gpu_name=gpus.name if gpus is not None else None,
         gpu_vendor=cast(Vendor, vendor) if vendor in _VENDORS else None,
@@ -198,6 +199,14 @@ def share_option(instance: Instance, k: int, used: NodeLoad | NodeUsage) -> Rank
 
 def count_reason(counts: dict[str, int], key: str, n: int = 1) -> None:
     counts[key] = counts.get(key, 0) + n
+
+
+def _disk_size_mb(node: Node) -> int:
+    """The instance's disk as dstack offers it: its size, not what is free. A fingerprinted
+    node (a Ray machine) reports its file system's size as `unique.storage.bytestotal`
+    (its DiskMB is the free space, Nomad's); a simulated one has only its disk_mb."""
+    total = _int(node.attributes.get(STORAGE_TOTAL_ATTRIBUTE)) // (1024 * 1024)
+    return total or node.node_resources.disk_mb - node.reserved_resources.disk_mb
 
 
 def _int(text: str | None) -> int:

@@ -119,6 +119,22 @@ def test_gpu_names_vendor_and_memory_are_matched_on_the_share():
     assert not share_fits(ShareRequest(gpu_count=IntRange(0, 0)), instance, 1)
 
 
+def test_a_fingerprinted_instance_offers_its_disk_size_not_its_free_space():
+    """dstack offers an instance's disk size; a Ray machine's DiskMB is Nomad's free space,
+    its size the storage fingerprint's `unique.storage.bytestotal`."""
+    (node,) = fleet("f", 1, cpus=2, memory_gb=4, disk_mb=80 * GB)
+    hundred = ShareRequest(cpu=IntRange(1), memory_mb=IntRange(GB), disk_mb=IntRange(100 * GB))
+    assert instance_of(node).offer.disk_gb == 80
+    assert not share_fits(hundred, instance_of(node), 1)
+    assert share_fits(dataclasses.replace(hundred, disk_mb=IntRange(80 * GB)), instance_of(node), 1)
+    total = str(200 * GB * 1024 * 1024)
+    machine = dataclasses.replace(
+        node, attributes={**node.attributes, "unique.storage.bytestotal": total}
+    )
+    assert instance_of(machine).offer.disk_gb == 200
+    assert share_fits(hundred, instance_of(machine), 1)
+
+
 # -- one rank ---------------------------------------------------------------------------------
 
 
