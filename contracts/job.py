@@ -21,9 +21,8 @@ MAX_PRIORITY = 100
 # Nomad keeps this many versions of a job (JobDefaultTrackedVersions).
 TRACKED_VERSIONS = 6
 # A job file's group without `ephemeral_disk { size }` gets this (Nomad's DefaultEphemeralDisk);
-# Nomad refuses a size under MIN_EPHEMERAL_DISK_MB. Records built in code keep what they say.
+# records built in code keep what they say (a dstack run's groups: 0).
 DEFAULT_EPHEMERAL_DISK_MB = 300
-MIN_EPHEMERAL_DISK_MB = 10
 
 
 class JobType(StrEnum):
