@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import nomad
 import orjson
 import pytest
 
@@ -216,3 +217,19 @@ def test_node_events_and_each_topics_acl_need(system: DroverSystem) -> None:
     assert (event["Topic"], event["Type"], event["Namespace"]) == ("Node", "NodeDrain", "")
     assert event["Payload"]["Node"]["SchedulingEligibility"] == "ineligible"
     call(system, "POST", f"/v1/node/{node_id}/eligibility", {"Eligibility": "eligible"})
+
+
+def test_python_nomads_event_stream_reads_ours(system: DroverSystem) -> None:
+    url = urlsplit(system.http_address)
+    client = nomad.Nomad(host=url.hostname, port=url.port, token=TOKEN, timeout=30)
+    thread, stop, events = client.event.stream.get_stream(topic={"Job": "evpy"})
+    thread.daemon = True  # it waits for the next line (a heartbeat at most 10 s away) to stop
+    thread.start()
+    try:
+        register(system, "evpy")
+        line = events.get(timeout=60)
+    finally:
+        stop.set()
+    assert [(e["Topic"], e["Type"], e["Key"]) for e in line["Events"]] == [
+        ("Job", "JobRegistered", "evpy")
+    ]
