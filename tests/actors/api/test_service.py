@@ -15,8 +15,10 @@ import redis
 from actors.agent.core import FleetSpec
 from actors.api.acl_redis import RedisAclStore
 from actors.api.core import ApiError
+from actors.api.core.event_topics import EventFilter, parse_topics
 from actors.api.service import ApiService
 from actors.leader.service import LeaderService
+from actors.leader.snapshots import SnapshotPolicy
 from actors.streams.names import StreamNames
 from contracts import Job, Resources, Task, TaskGroup
 from contracts.acl import hash_secret
@@ -204,3 +206,38 @@ def test_tokens_an_earlier_drover_kept_in_plain_are_moved_to_their_hash(
         assert not client.exists(NAMES.acl_legacy_tokens)
     finally:
         api.stop()
+
+
+def test_the_replica_feeds_the_event_stream_and_a_snapshot_reload_ends_its_subscribers(
+    client: redis.Redis,
+) -> None:
+    names = StreamNames("api-events")
+    leader = LeaderService(client, names, snapshot_policy=SnapshotPolicy(keep_tail=0))
+    leader.start()
+    stop = threading.Event()
+    thread = threading.Thread(target=leader.run, args=(stop,), daemon=True)
+    thread.start()
+    jobs_only = EventFilter(parse_topics(["Job"]))
+    try:
+        leader.submit(LeaderRequest(RequestKind.REGISTER_JOB, request_id="r0", job=job("old")))
+        api = ApiService(client, names, leader.submit).start()
+        stream = api.events.subscribe(jobs_only)
+        reply = api.write(LeaderRequest(RequestKind.REGISTER_JOB, job=job("web")))
+        [line] = [orjson.loads(c) for c in stream.read() or []]  # "old" came before the start
+        assert line["Index"] == reply.index
+        assert [(e["Type"], e["Key"]) for e in line["Events"]] == [("JobRegistered", "web")]
+        api.stop()  # the replica stops following; the leader snapshots and trims meanwhile
+        leader.submit(LeaderRequest(RequestKind.REGISTER_JOB, request_id="r1", job=job("gone")))
+        leader.write_snapshot()
+        later = leader.submit(
+            LeaderRequest(RequestKind.REGISTER_JOB, request_id="r2", job=job("later"))
+        )
+        api.replica.catch_up()  # the entries it missed are gone: it reloads the snapshot
+        assert api.replica.snapshot_loads == 1 and api.replica.index == later.index
+        [error] = [orjson.loads(c) for c in stream.read() or []]
+        assert "reloaded a snapshot" in error["Error"] and stream.read() is None
+        fresh = [orjson.loads(c) for c in api.events.subscribe(jobs_only).read() or []]
+        assert [(x["Index"], x["Events"][0]["Key"]) for x in fresh] == [(later.index, "later")]
+    finally:
+        stop.set()
+        thread.join(timeout=30)
