@@ -62,6 +62,8 @@ class Allocation:
     previous_allocation: str = ""
     next_allocation: str = ""
     reschedule_events: tuple[RescheduleEvent, ...] = field(default_factory=tuple)
+    # The deployment that placed it ("" outside one); its health there is the deployment's.
+    deployment_id: str = ""
     create_index: int = 0
     modify_index: int = 0
     alloc_modify_index: int = 0

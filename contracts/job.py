@@ -40,7 +40,9 @@ class JobStatus(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class UpdateStrategy:
-    """The `update` block; drover uses max_parallel to pace destructive updates."""
+    """The `update` block: how a service job's new version rolls out (contracts/deployment.py).
+    health_check: "task_states" or "checks" (drover's tasks have no service checks, so both
+    mean every task running for min_healthy_time); "manual" leaves health to the API."""
 
     max_parallel: int = 1
     stagger_s: float = 30.0
@@ -48,6 +50,9 @@ class UpdateStrategy:
     healthy_deadline_s: float = 300.0
     auto_revert: bool = False
     canary: int = 0
+    auto_promote: bool = False
+    progress_deadline_s: float = 600.0
+    health_check: str = "checks"
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from contracts.codec import (
     generic_encoder,
     register_wire_form,
 )
+from contracts.deployment import Deployment
 from contracts.evaluation import PlanAnnotations
 
 
@@ -37,9 +38,13 @@ class Plan:
     node_update: dict[str, tuple[Allocation, ...]] = field(default_factory=dict)
     node_allocation: dict[str, tuple[Allocation, ...]] = field(default_factory=dict)
     annotations: PlanAnnotations | None = None
+    # Deployments the plan creates or changes (a new version's, an older one cancelled),
+    # and which of its placements are canaries (contracts/deployment.py).
+    deployments: tuple[Deployment, ...] = ()
+    canaries: tuple[str, ...] = ()
 
     def is_no_op(self) -> bool:
-        return not self.node_update and not self.node_allocation
+        return not self.node_update and not self.node_allocation and not self.deployments
 
     def placement_count(self) -> int:
         return sum(len(a) for a in self.node_allocation.values())

@@ -27,6 +27,7 @@ from contracts.codec import (
     to_wire,
 )
 from contracts.copying import replacer
+from contracts.deployment import Deployment
 from contracts.evaluation import Evaluation
 from contracts.job import Job
 from contracts.node import Node
@@ -176,6 +177,15 @@ class AppendScalingEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class UpsertDeployments:
+    """Create or update deployments, whole records (the store stamps their indexes): the
+    scheduler's new or cancelled ones, and the leader's watcher's status, promotion and
+    health changes (contracts/deployment.py)."""
+
+    deployments: tuple[Deployment, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class JobImage:
     """A job as a snapshot holds it: the current record, the version history (newest
     first) and the groups' scaling events (newest first), each exactly as stored."""
@@ -246,6 +256,7 @@ StateChange: TypeAlias = (
     | RestoreJobs
     | UpsertAllocRows
     | UpdateClientStatusRows
+    | UpsertDeployments
 )
 
 CHANGE_TYPES: dict[str, type[Any]] = {
@@ -261,6 +272,7 @@ CHANGE_TYPES: dict[str, type[Any]] = {
         UpdateAllocsClientStatus,
         AppendScalingEvent,
         RestoreJobs,
+        UpsertDeployments,
     )
 }
 

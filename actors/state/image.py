@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from actors.state.store import StateSnapshot, StateStore
 from contracts.allocation import Allocation
+from contracts.deployment import Deployment
 from contracts.evaluation import EvalStatus, Evaluation
 from contracts.snapshot import SnapshotHeader
 from contracts.state_log import (
@@ -28,6 +29,7 @@ from contracts.state_log import (
     StateChange,
     UpsertAllocRows,
     UpsertAllocs,
+    UpsertDeployments,
     UpsertEvals,
     UpsertNodes,
 )
@@ -40,7 +42,15 @@ JOBS_PER_CHUNK = 1_000
 EVALS_PER_CHUNK = 10_000
 ALLOCS_PER_CHUNK = 10_000
 
-RESTORABLE = (UpsertNodes, RestoreJobs, UpsertEvals, UpsertAllocs, UpsertAllocRows)
+RESTORABLE = (
+    UpsertNodes,
+    RestoreJobs,
+    UpsertEvals,
+    UpsertAllocs,
+    UpsertAllocRows,
+    UpsertDeployments,
+)
+DEPLOYMENTS_PER_CHUNK = 1_000
 
 
 def _batches(items: Iterable[T], size: int) -> Iterator[tuple[T, ...]]:
@@ -76,9 +86,11 @@ def image_changes(state: StateSnapshot) -> Iterator[StateChange]:
     allocs.sort(key=_create_index)
     for placed in _batches(allocs, ALLOCS_PER_CHUNK):
         yield UpsertAllocs(placed)
+    for deployments in _batches(state.deployments(), DEPLOYMENTS_PER_CHUNK):
+        yield UpsertDeployments(deployments)
 
 
-def _create_index(record: Evaluation | Allocation) -> int:
+def _create_index(record: Evaluation | Allocation | Deployment) -> int:
     return record.create_index
 
 
@@ -122,6 +134,11 @@ class Restore:
                     self._eval(ev)
                 allocs = change.allocs if isinstance(change, UpsertAllocs) else _expand(change)
                 self._allocs(allocs)
+            elif isinstance(change, UpsertDeployments):
+                for deployment in change.deployments:  # each job's oldest first
+                    key = (deployment.namespace, deployment.job_id)
+                    store._deployments.set(key, (*(store._deployments.get(key) or ()), deployment))
+                    store._deployment_jobs.set(deployment.id, key)
             else:
                 raise TypeError(f"not a snapshot chunk: {type(change).__name__}")
 

@@ -13,6 +13,7 @@ from typing import Protocol
 from actors.state.cow import MultiView, ShardedView
 from actors.state.usage import EMPTY_USAGE, NodeUsage
 from contracts.allocation import Allocation
+from contracts.deployment import Deployment
 from contracts.evaluation import Evaluation
 from contracts.job import Job
 from contracts.node import Node
@@ -20,7 +21,7 @@ from contracts.scaling import ScalingEvent
 
 JobKey = tuple[str, str]  # (namespace, job id)
 
-TABLES = ("jobs", "job_versions", "nodes", "allocs", "evals", "scaling_events")
+TABLES = ("jobs", "job_versions", "nodes", "allocs", "evals", "scaling_events", "deployment")
 
 
 class StateReader(Protocol):
@@ -54,6 +55,11 @@ class StateReader(Protocol):
         self, namespace: str, job_id: str
     ) -> dict[str, tuple[ScalingEvent, ...]]: ...
 
+    def deployment(self, deployment_id: str) -> Deployment | None: ...
+    def deployments(self) -> Iterator[Deployment]: ...
+    def deployments_by_job(self, namespace: str, job_id: str) -> list[Deployment]: ...
+    def latest_deployment(self, namespace: str, job_id: str) -> Deployment | None: ...
+
 
 class TableReader:
     """StateReader over a set of table views; subclasses bind live or frozen tables."""
@@ -73,6 +79,8 @@ class TableReader:
     _allocs_by_node: MultiView[str, str]
     _evals_by_job: MultiView[JobKey, str]
     _holds: ShardedView[str, tuple[str, ...]]
+    _deployments: ShardedView[JobKey, tuple[Deployment, ...]]
+    _deployment_jobs: ShardedView[str, JobKey]
 
     def latest_index(self) -> int:
         return self._latest
@@ -165,3 +173,22 @@ class TableReader:
 
     def scaling_events(self, namespace: str, job_id: str) -> dict[str, tuple[ScalingEvent, ...]]:
         return dict(self._scaling.get((namespace, job_id)) or {})
+
+    # Deployments
+
+    def deployment(self, deployment_id: str) -> Deployment | None:
+        key = self._deployment_jobs.get(deployment_id)
+        if key is None:
+            return None
+        return next((d for d in self._deployments.get(key) or () if d.id == deployment_id), None)
+
+    def deployments(self) -> Iterator[Deployment]:
+        return (d for kept in self._deployments.values() for d in kept)
+
+    def deployments_by_job(self, namespace: str, job_id: str) -> list[Deployment]:
+        """The job's deployments, oldest first."""
+        return list(self._deployments.get((namespace, job_id)) or ())
+
+    def latest_deployment(self, namespace: str, job_id: str) -> Deployment | None:
+        kept = self._deployments.get((namespace, job_id))
+        return kept[-1] if kept else None

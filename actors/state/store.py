@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from actors.state.cow import CowMap, CowMultiMap, FrozenMap, FrozenMultiMap, str_hash
+from actors.state.deployments import keep_deployment
 from actors.state.holds import HoldTable
 from actors.state.job_status import JobActivity, compute_job_status
 from actors.state.reader import JobKey, TableReader
@@ -36,6 +37,7 @@ from actors.state.stamping import (
 from actors.state.usage import NodeUsage, UsageTable
 from actors.state.versions import add_version, replace_version
 from contracts.allocation import CLIENT_TERMINAL, Allocation
+from contracts.deployment import Deployment
 from contracts.evaluation import EvalStatus, Evaluation
 from contracts.job import Job
 from contracts.node import Node
@@ -53,6 +55,7 @@ from contracts.state_log import (
     UpdateClientStatusRows,
     UpsertAllocRows,
     UpsertAllocs,
+    UpsertDeployments,
     UpsertEvals,
     UpsertJob,
     UpsertNodes,
@@ -74,6 +77,8 @@ _SLOTS = (
     "_allocs_by_node",
     "_evals_by_job",
     "_holds",
+    "_deployments",
+    "_deployment_jobs",
 )
 
 
@@ -97,6 +102,8 @@ class StateSnapshot(TableReader):
         allocs_by_node: FrozenMultiMap[str, str],
         evals_by_job: FrozenMultiMap[JobKey, str],
         holds: FrozenMap[str, tuple[str, ...]],
+        deployments: FrozenMap[JobKey, tuple[Deployment, ...]],
+        deployment_jobs: FrozenMap[str, JobKey],
     ) -> None:
         self._latest = latest
         self._table_index = table_index
@@ -111,6 +118,8 @@ class StateSnapshot(TableReader):
         self._allocs_by_node = allocs_by_node
         self._evals_by_job = evals_by_job
         self._holds = holds
+        self._deployments = deployments
+        self._deployment_jobs = deployment_jobs
 
 
 class StateStore(TableReader):
@@ -141,6 +150,8 @@ class StateStore(TableReader):
     _allocs_by_node: CowMultiMap[str, str]
     _evals_by_job: CowMultiMap[JobKey, str]
     _holds: CowMap[str, tuple[str, ...]]
+    _deployments: CowMap[JobKey, tuple[Deployment, ...]]
+    _deployment_jobs: CowMap[str, JobKey]
     _table_index: dict[str, int]
 
     def __init__(self, shards: int = 256, alloc_shards: int = 16384, node_shards: int = 1) -> None:
@@ -165,6 +176,8 @@ class StateStore(TableReader):
         self._evals_by_job = CowMultiMap(shards)
         self._hold_table = HoldTable(node_shards)
         self._holds = self._hold_table.table
+        self._deployments = CowMap(shards)  # a job's deployments, oldest first
+        self._deployment_jobs = CowMap(shards)  # deployment id -> its job
         # Writer-only bookkeeping (never read through a snapshot).
         self._live_allocs: dict[JobKey, int] = {}
         self._live_evals: dict[JobKey, int] = {}
@@ -183,6 +196,7 @@ class StateStore(TableReader):
             AppendScalingEvent: self._apply_scaling_event,
             UpsertAllocRows: self._apply_alloc_rows,
             UpdateClientStatusRows: self._apply_client_rows,
+            UpsertDeployments: self._apply_upsert_deployments,
         }
 
     # ------------------------------------------------------------------------------------
@@ -231,7 +245,23 @@ class StateStore(TableReader):
                 allocs_by_node=self._allocs_by_node.snapshot(),
                 evals_by_job=self._evals_by_job.snapshot(),
                 holds=self._holds.snapshot(),
+                deployments=self._deployments.snapshot(),
+                deployment_jobs=self._deployment_jobs.snapshot(),
             )
+
+    # ------------------------------------------------------------------------------------
+    # Deployments
+
+    def _apply_upsert_deployments(self, change: UpsertDeployments, index: int) -> None:
+        for deployment in change.deployments:
+            key = (deployment.namespace, deployment.job_id)
+            before = self._deployments.get(key) or ()
+            kept = keep_deployment(before, deployment, index)
+            self._deployments.set(key, kept)
+            self._deployment_jobs.set(deployment.id, key)
+            for dropped in {d.id for d in before} - {d.id for d in kept}:
+                self._deployment_jobs.pop(dropped)
+        self._touch("deployment", index)
 
     # ------------------------------------------------------------------------------------
     # Nodes
@@ -319,6 +349,9 @@ class StateStore(TableReader):
             self._touch("job_versions", index)
         if self._scaling.pop(key) is not None:
             self._touch("scaling_events", index)
+        for deployment in self._deployments.pop(key) or ():
+            self._deployment_jobs.pop(deployment.id)
+            self._touch("deployment", index)
         for ev in change.evals:
             self._put_eval(ev, index, job_modify_index=index)
 

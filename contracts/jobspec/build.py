@@ -42,6 +42,9 @@ _UPDATE_FIELDS = {
     "healthy_deadline": "healthy_deadline_s",
     "auto_revert": "auto_revert",
     "canary": "canary",
+    "auto_promote": "auto_promote",
+    "progress_deadline": "progress_deadline_s",
+    "health_check": "health_check",
 }
 _RESCHEDULE_FIELDS = {
     "attempts": "attempts",

@@ -147,6 +147,8 @@ SCALING = Obj(
     required=frozenset({"max"}),
 )
 
+HEALTH_CHECKS = ("checks", "task_states", "manual")
+
 UPDATE = Obj(
     "update",
     (
@@ -156,11 +158,9 @@ UPDATE = Obj(
         Field("healthy_deadline", "HealthyDeadline", Kind.DURATION),
         Field("auto_revert", "AutoRevert", Kind.BOOL),
         Field("canary", "Canary", Kind.INT),
-    ),
-    ignored=(
-        Ignored("health_check", "HealthCheck", "checks"),
-        Ignored("progress_deadline", "ProgressDeadline", 600_000_000_000),
-        Ignored("auto_promote", "AutoPromote", False),
+        Field("auto_promote", "AutoPromote", Kind.BOOL),
+        Field("progress_deadline", "ProgressDeadline", Kind.DURATION),
+        Field("health_check", "HealthCheck", Kind.CHOICE, choices=HEALTH_CHECKS),
     ),
 )
 

@@ -23,6 +23,7 @@ _DURATIONS = {
     "StaggerS": "Stagger",
     "MinHealthyTimeS": "MinHealthyTime",
     "HealthyDeadlineS": "HealthyDeadline",
+    "ProgressDeadlineS": "ProgressDeadline",
     "IntervalS": "Interval",
     "DelayS": "Delay",
 }

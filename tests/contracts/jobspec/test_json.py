@@ -125,14 +125,15 @@ def test_known_unmodelled_fields_warn_only_when_set() -> None:
         Status="running",
         Version=4,
         Update={"MaxParallel": 1, "HealthCheck": "checks", "AutoPromote": True},
+        Migrate={"MaxParallel": 1},
     )
     job, warnings = parse_json_with_warnings({"Job": body})
     assert job.task_groups[0].tasks[0].driver == "mock"
     assert sorted(warnings) == [
+        "$.Job.Migrate: not supported by drover yet; ignored",
         "$.Job.Multiregion: not supported by drover yet; ignored",
         "$.Job.TaskGroups[0].Tasks[0].LogConfig: not supported by drover yet; ignored",
         "$.Job.TaskGroups[0].Tasks[0].Services: not supported by drover yet; ignored",
-        "$.Job.Update.AutoPromote: not supported by drover yet; ignored",
     ]
 
 
