@@ -41,8 +41,11 @@ TOPICS = (
     "HostVolume",
     "CSIVolume",
     "CSIPlugin",
+    "Variable",
 )
-_READ_JOB_TOPICS = frozenset({TOPIC_JOB, TOPIC_ALLOCATION, TOPIC_EVALUATION, TOPIC_DEPLOYMENT})
+_READ_JOB_TOPICS = frozenset(
+    {TOPIC_JOB, TOPIC_ALLOCATION, TOPIC_EVALUATION, TOPIC_DEPLOYMENT, "Service"}
+)
 _READ_JOB = "read-job"
 
 
@@ -66,8 +69,8 @@ class EventFilter:
         return any(key in keys for key in event.filter_keys or ())
 
     def needs(self) -> list[Need]:
-        """What a token must grant: read-job in the namespace for job-scoped topics, node
-        read for Node, management for "*" and every other topic."""
+        """What a token must grant: read-job in the namespace for job-scoped topics (and
+        Service), node read for Node, management for "*" and every other topic."""
         out: list[Need] = []
         for topic in self.topics:
             if topic in _READ_JOB_TOPICS:

@@ -76,7 +76,7 @@ def test_what_each_topic_needs_of_a_token() -> None:
     reader = Acl(namespaces={"default": frozenset({"read-job"})})
     node_reader = Acl(node="read")
     every_ns = Acl(namespaces={"*": frozenset({"read-job"})})
-    jobs = EventFilter(parse_topics(["Job", "Allocation", "Evaluation", "Deployment"]))
+    jobs = EventFilter(parse_topics(["Job", "Allocation", "Evaluation", "Deployment", "Service"]))
     assert jobs.allowed(reader) and not jobs.allowed(node_reader)
     assert not EventFilter(jobs.topics, "batch").allowed(reader)
     assert not EventFilter(jobs.topics, "*").allowed(reader)  # "*" needs a "*" policy
