@@ -304,7 +304,7 @@ class ApiHttpServer:
                     return
                 if loop.time() >= beat_at:
                     chunks.append(body.heartbeat())
-                    beat_at = max(beat_at + body.heartbeat_s, loop.time())
+                    beat_at = loop.time() + body.heartbeat_s
                 if not chunks:
                     await asyncio.wait(
                         (change, gone),
