@@ -135,6 +135,11 @@ class RequestKind(StrEnum):
     # job_id (a parameterized template), meta, payload, idempotency_token, id_prefix_template
     DISPATCH_JOB = "dispatch-job"
     FORCE_PERIODIC = "force-periodic"  # job_id: launch the periodic job's child now
+    # deployment_id, and: groups (none: all) / pause / healthy_ and unhealthy_alloc_ids
+    PROMOTE_DEPLOYMENT = "promote-deployment"
+    PAUSE_DEPLOYMENT = "pause-deployment"
+    FAIL_DEPLOYMENT = "fail-deployment"
+    SET_ALLOC_HEALTH = "set-alloc-health"
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +175,11 @@ class LeaderRequest:
     payload: str = ""  # DISPATCH_JOB: base64, as Nomad's JSON carries it
     idempotency_token: str = ""  # DISPATCH_JOB
     id_prefix_template: str = ""  # DISPATCH_JOB
+    deployment_id: str = ""  # the *_DEPLOYMENT kinds and SET_ALLOC_HEALTH
+    groups: tuple[str, ...] = ()  # PROMOTE_DEPLOYMENT: none means every group
+    pause: bool = False  # PAUSE_DEPLOYMENT: False resumes
+    healthy_alloc_ids: tuple[str, ...] = ()  # SET_ALLOC_HEALTH
+    unhealthy_alloc_ids: tuple[str, ...] = ()
     fence_eval_id: str = ""
     fence_token: str = ""
 

@@ -418,13 +418,13 @@ class LeaderService:
                     plan.eval_id, submission.attempt, PlanResult(refresh_index=self.applied[key])
                 ),
             )
-        change, result = self.core.apply_plan(submission)
+        changes, result = self.core.apply_plan(submission)
         self.tracing.plan_applied(span, submission, result, self.store, started)
         self.stats.plans += 1
         if result.rejected_nodes:
             self.stats.partial_plans += 1
             self.stats.rejected_nodes += len(result.rejected_nodes)
-        if change is None:  # nothing fit (or a no-op): nothing committed
+        if not changes:  # nothing fit (or a no-op): nothing committed
             nothing = PlanResult(
                 rejected_nodes=result.rejected_nodes, refresh_index=result.refresh_index
             )
@@ -451,8 +451,8 @@ class LeaderService:
             )
             answered.append(self._reply(submission, response))
 
-        carried = self.tracing.entry_trace(span, [change], self.store)
-        if self._commit([change], fence, key, on_durable=answer, trace=carried) is None:
+        carried = self.tracing.entry_trace(span, changes, self.store)
+        if self._commit(changes, fence, key, on_durable=answer, trace=carried) is None:
             self.stats.stale_plans += 1
             stale = PlanResponse(plan.eval_id, submission.attempt, PlanResult(), error=STALE_TOKEN)
             return self._reply(submission, stale)

@@ -13,7 +13,16 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from launch.cli import cluster, dstack, experiment, job, job_launch, scaling, trace
+from launch.cli import (
+    cluster,
+    deployment,
+    dstack,
+    experiment,
+    job,
+    job_launch,
+    scaling,
+    trace,
+)
 from launch.cli.client import ApiClient, CliError
 from launch.cli.output import error
 
@@ -228,6 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     job_launch.add_parsers(job.add_parser(commands, _flag), _flag)
     cluster.add_parsers(commands, _flag)
+    deployment.add_parsers(commands, _flag)
     dstack.add_parsers(commands, _flag)
     scaling.add_parser(commands, _flag)
     trace.add_parser(commands, _flag)

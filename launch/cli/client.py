@@ -79,8 +79,13 @@ class ApiClient:
         return self.request("DELETE", path, query=query or None)[0]
 
     def resolve(self, kind: str, prefix: str) -> str:
-        """The full ID of an eval, allocation or node from a unique prefix."""
-        plural = {"eval": "evaluations", "alloc": "allocations", "node": "nodes"}[kind]
+        """The full ID of an eval, allocation, node or deployment from a unique prefix."""
+        plural = {
+            "eval": "evaluations",
+            "alloc": "allocations",
+            "node": "nodes",
+            "deployment": "deployments",
+        }[kind]
         matches = self.get(f"/v1/{plural}", prefix=prefix, namespace="*")
         ids = [m["ID"] for m in matches]
         if kind == "node" and not ids:

@@ -326,3 +326,94 @@ def test_periodic_jobs_register_without_an_eval_and_force_launch(
     monkeypatch.setenv("DROVER_TOKEN", TOKEN)
     assert cli(["job", "periodic", "force", "-detach", "nightly"]) == 0
     assert "Evaluation ID:" in capsys.readouterr().out
+
+
+SERVICE = """
+job "rollout" {{
+  datacenters = ["dc1"]
+  group "web" {{
+    count = 2
+    update {{
+      max_parallel     = 1
+      canary           = {canary}
+      min_healthy_time = "1s"
+      healthy_deadline = "60s"
+      auto_revert      = true
+    }}
+    task "server" {{
+      driver = "mock"
+      env {{ VERSION = "{version}" }}
+      config {{ run_for = "1h" }}
+      resources {{
+        cpu    = 20
+        memory = 16
+      }}
+    }}
+  }}
+}}
+"""
+
+
+def rollout(version: str, canary: int = 0) -> dict:
+    text = SERVICE.format(version=version, canary=canary)
+    return job_to_nomad(parse_hcl_with_warnings(text)[0])
+
+
+def test_deployments_roll_out_promote_canaries_and_answer_as_nomad(
+    system: DroverSystem, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert http(system, "POST", "/v1/jobs", {"Job": rollout("1")})[0] == 200
+
+    def latest(status: str) -> dict | None:
+        found = http(system, "GET", "/v1/job/rollout/deployment")[1]
+        return found if found and found["Status"] == status else None
+
+    first = wait_for(lambda: latest("successful"), "the first deployment to succeed")
+    assert first["StatusDescription"] == "Deployment completed successfully"
+    assert first["TaskGroups"]["web"]["HealthyAllocs"] == 2
+    versions = http(system, "GET", "/v1/job/rollout/versions")[1]["Versions"]
+    assert versions[0]["Stable"] is True
+
+    # A new version with a canary: it waits for promotion, and scaling is refused meanwhile.
+    assert http(system, "POST", "/v1/jobs", {"Job": rollout("2", canary=1)})[0] == 200
+    second = wait_for(lambda: latest("running"), "the canary deployment")
+    assert second["ID"] != first["ID"]
+    assert second["StatusDescription"] == "Deployment is running but requires manual promotion"
+
+    def canary_healthy() -> dict | None:
+        allocs = http(system, "GET", f"/v1/deployment/allocations/{second['ID']}")[1]
+        status = [a["DeploymentStatus"] for a in allocs]
+        return allocs[0] if len(allocs) == 1 and status[0]["Healthy"] is True else None
+
+    canary = wait_for(canary_healthy, "the canary to be healthy")
+    assert canary["DeploymentStatus"]["Canary"] is True
+    scale = {"Count": 3, "Target": {"Group": "web"}}
+    blocked = http(system, "POST", "/v1/job/rollout/scale", scale)
+    assert blocked[0] == 400 and "job scaling blocked due to active deployment" in blocked[1]
+
+    host, port = system.http_address.removeprefix("http://").split(":")
+    client = nomad.Nomad(host=host, port=int(port), token=TOKEN, timeout=30)
+    assert client.deployment.promote_deployment_all(second["ID"])["EvalID"]
+    done = wait_for(lambda: latest("successful"), "the promoted deployment to succeed")
+    assert done["ID"] == second["ID"] and done["TaskGroups"]["web"]["Promoted"] is True
+    live = [
+        a
+        for a in http(system, "GET", "/v1/job/rollout/allocations")[1]
+        if a["DesiredStatus"] == "run"
+    ]
+    assert len(live) == 2 and {a["JobVersion"] for a in live} == {done["JobVersion"]}
+
+    with pytest.raises(nomad.api.exceptions.BadRequestNomadException) as refused:
+        client.deployment.fail_deployment(second["ID"])
+    assert refused.value.nomad_resp.text.strip() == "can't fail terminal deployment"
+    listed = [d["ID"] for d in client.deployments.get_deployments()]
+    assert {first["ID"], second["ID"]} <= set(listed)
+    assert len(http(system, "GET", "/v1/job/rollout/deployments")[1]) == 2
+
+    monkeypatch.setenv("DROVER_ADDR", system.http_address)
+    monkeypatch.setenv("DROVER_TOKEN", TOKEN)
+    assert cli(["deployment", "status", second["ID"][:8]]) == 0
+    out = capsys.readouterr().out
+    assert "Deployment completed successfully" in out and "Promoted" in out
+    assert cli(["deployment", "list"]) == 0
+    assert second["ID"][:8] in capsys.readouterr().out

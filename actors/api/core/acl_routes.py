@@ -124,6 +124,17 @@ NEEDS: dict[tuple[str, str], Need] = {
     ("GET", "/v1/acl/policy/:name"): TOKEN,  # management, or a token holding the policy
     # Any valid token; the handler checks each topic asked for (event_topics.py).
     ("GET", "/v1/event/stream"): TOKEN,
+    # Deployments: reads need read-job, changes submit-job (Nomad's deployment_endpoint.go).
+    ("GET", "/v1/deployments"): _READ_JOB,
+    ("GET", "/v1/deployment/:id"): _READ_JOB,
+    ("GET", "/v1/deployment/allocations/:id"): _READ_JOB,
+    ("GET", "/v1/job/:id/deployments"): _READ_JOB,
+    ("GET", "/v1/job/:id/deployment"): _READ_JOB,
+    **{
+        (method, f"/v1/deployment/{action}/:id"): _SUBMIT
+        for method in ("POST", "PUT")
+        for action in ("fail", "pause", "promote", "allocation-health")
+    },
 }
 
 # Registrations name their namespace in the job, not in the query.

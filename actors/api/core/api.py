@@ -18,6 +18,7 @@ from actors.api.core import (
     acl_routes,
     agent_routes,
     cluster,
+    deployment_routes,
     dstack_routes,
     event_routes,
     jobs,
@@ -107,6 +108,7 @@ _ROUTES: list[tuple[str, str, Handler]] = [
     *agent_routes.ROUTES,
     ("GET", "/v1/metrics", metrics_routes.metrics),
     *event_routes.ROUTES,
+    *deployment_routes.ROUTES,
 ]
 
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from actors.api.core import shapes
 from actors.api.core.call import Call
+from actors.api.core.deployment_shapes import deployment_lookup
 from actors.api.core.errors import bad_request, not_found
 from actors.api.core.http_types import ApiResponse
 from actors.api.core.shapes import NS_PER_S
@@ -56,8 +57,12 @@ def eval_allocations(call: Call) -> ApiResponse:
         if ev is None:
             raise not_found(f'eval "{eval_id}" not found')
         allocs = state.allocs_by_job(ev.namespace, ev.job_id)
-        job = job_lookup(state)
-        return [shapes.alloc_stub(a, job=job(a)) for a in allocs if a.eval_id == eval_id]
+        job, dep = job_lookup(state), deployment_lookup(state)
+        return [
+            shapes.alloc_stub(a, job=job(a), deployment=dep(a))
+            for a in allocs
+            if a.eval_id == eval_id
+        ]
 
     return call.read(("allocs",), render)
 
@@ -77,8 +82,10 @@ def list_allocs(call: Call) -> ApiResponse:
             if namespace == "*" or a.namespace == namespace
         ]
         allocs.sort(key=lambda a: (a.create_index, a.id))
-        job = job_lookup(state)
-        return [shapes.alloc_stub(a, resources=resources, job=job(a)) for a in allocs]
+        job, dep = job_lookup(state), deployment_lookup(state)
+        return [
+            shapes.alloc_stub(a, resources=resources, job=job(a), deployment=dep(a)) for a in allocs
+        ]
 
     return call.read(("allocs",), render)
 
@@ -89,7 +96,9 @@ def get_alloc(call: Call) -> ApiResponse:
         if alloc is None:
             raise not_found(f'alloc "{call.params["id"]}" not found')
         return shapes.alloc_full(
-            alloc, state.job_version(alloc.namespace, alloc.job_id, alloc.job_version)
+            alloc,
+            state.job_version(alloc.namespace, alloc.job_id, alloc.job_version),
+            deployment_lookup(state)(alloc),
         )
 
     return call.read(("allocs",), render)

@@ -25,8 +25,10 @@ from typing import Any
 import orjson
 
 from actors.api.core import shapes
+from actors.api.core.deployment_shapes import deployment_json
 from actors.state import StateReader
 from contracts import Allocation, Evaluation, Job, Node
+from contracts.deployment import Deployment
 from contracts.state_log import (
     DeleteNodes,
     LogEntry,
@@ -35,6 +37,7 @@ from contracts.state_log import (
     UpdateClientStatusRows,
     UpsertAllocRows,
     UpsertAllocs,
+    UpsertDeployments,
     UpsertEvals,
     UpsertJob,
     UpsertNodes,
@@ -46,7 +49,7 @@ TOPIC_JOB = "Job"
 TOPIC_ALLOCATION = "Allocation"
 TOPIC_EVALUATION = "Evaluation"
 TOPIC_NODE = "Node"
-TOPIC_DEPLOYMENT = "Deployment"  # accepted; drover has no deployments yet, so none is sent
+TOPIC_DEPLOYMENT = "Deployment"
 
 NODE_REGISTRATION = "NodeRegistration"
 NODE_DEREGISTRATION = "NodeDeregistration"
@@ -58,12 +61,15 @@ EVALUATION_UPDATED = "EvaluationUpdated"
 ALLOCATION_UPDATED = "AllocationUpdated"  # client status reports
 ALLOCATION_DESIRED = "AllocationUpdateDesiredStatus"  # alloc stop, drain migrations
 PLAN_RESULT = "PlanResult"
+# Every deployment change (created, status, promotion, health), as one type: drover writes
+# them as whole records, where Nomad has a message (and an event type) per cause.
+DEPLOYMENT_STATUS_UPDATE = "DeploymentStatusUpdate"
 
 # The request ID the leader gives a committed plan (actors/leader/service.py `_apply_plan_in`);
 # any other UpsertAllocs is an operator's mark (alloc stop, drain).
 PLAN_REQUEST_PREFIX = "plan/"
 
-Record = Job | Allocation | Evaluation | Node
+Record = Job | Allocation | Evaluation | Node | Deployment
 
 
 @dataclass(slots=True)
@@ -88,6 +94,8 @@ class Event:
             return {"Allocation": shapes.alloc_full(record, None)}
         if isinstance(record, Evaluation):
             return {"Evaluation": shapes.evaluation(record)}
+        if isinstance(record, Deployment):
+            return {"Deployment": deployment_json(record)}
         return {"Node": shapes.node_full(record)}
 
     def encoded(self) -> bytes:
@@ -107,8 +115,15 @@ class Event:
 
 
 def _deployment_id(record: Allocation | Evaluation) -> str:
-    # Deployments are being added; until records carry one, Nomad's empty ID stands in.
+    # Evaluations carry no deployment in drover: Nomad's empty ID stands in.
     return str(getattr(record, "deployment_id", "") or "")
+
+
+def deployment_event(deployment: Deployment, type_: str, index: int) -> Event:
+    keys = (deployment.job_id,)
+    return Event(
+        TOPIC_DEPLOYMENT, type_, deployment.id, deployment.namespace, keys, index, deployment
+    )
 
 
 def job_event(job: Job, type_: str, index: int) -> Event:
@@ -202,6 +217,11 @@ class EventTranslator:
             out = _allocs(ids, ALLOCATION_UPDATED, state, index)
             records = [e.record for e in out if isinstance(e.record, Allocation)]
             return out + _job_statuses(records, ALLOCATION_UPDATED, state, index)
+        if isinstance(change, UpsertDeployments):
+            return [
+                deployment_event(state.deployment(d.id) or d, DEPLOYMENT_STATUS_UPDATE, index)
+                for d in change.deployments
+            ]
         return []  # scaling events, evaluation GC, snapshot chunks: none in Nomad either
 
     def _upserted_nodes(self, change: UpsertNodes, state: StateReader, index: int) -> list[Event]:

@@ -7,6 +7,7 @@ from typing import Any
 
 from actors.api.core import shapes
 from actors.api.core.call import Call
+from actors.api.core.deployment_shapes import deployment_lookup
 from actors.api.core.dry_run import plan_job
 from actors.api.core.errors import bad_request, not_found
 from actors.api.core.http_types import ApiResponse
@@ -222,9 +223,9 @@ def job_allocations(call: Call) -> ApiResponse:
     def render(state: StateReader) -> Any:
         _require_job(state, call)
         allocs = state.allocs_by_job(call.namespace, call.params["id"])
-        job = job_lookup(state)
+        job, dep = job_lookup(state), deployment_lookup(state)
         ordered = sorted(allocs, key=lambda a: a.create_index)
-        return [shapes.alloc_stub(a, job=job(a)) for a in ordered]
+        return [shapes.alloc_stub(a, job=job(a), deployment=dep(a)) for a in ordered]
 
     return call.read(("allocs",), render)
 

@@ -13,8 +13,10 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from actors.api.core.deployment_shapes import deployment_status
 from actors.api.core.task_states import task_resources, task_states
 from contracts import Allocation, ClientStatus, Evaluation, Job, Node, to_wire
+from contracts.deployment import Deployment
 from contracts.resources import AllocatedResources, NodeResources
 
 NS_PER_S = 1_000_000_000
@@ -158,9 +160,14 @@ def allocated_resources(
 
 
 def alloc_stub(
-    alloc: Allocation, *, resources: bool = False, job: Job | None = None
+    alloc: Allocation,
+    *,
+    resources: bool = False,
+    job: Job | None = None,
+    deployment: Deployment | None = None,
 ) -> dict[str, Any]:
-    """Nomad's AllocListStub; `job` (the version it runs) gives its TaskStates."""
+    """Nomad's AllocListStub; `job` (the version it runs) gives its TaskStates, and
+    `deployment` (the one it joined) its DeploymentStatus."""
     stub: dict[str, Any] = {
         "ID": alloc.id,
         "EvalID": alloc.eval_id,
@@ -183,6 +190,7 @@ def alloc_stub(
         "CreateTime": alloc.create_time,
         "ModifyTime": alloc.modify_time,
         "TaskStates": task_states(alloc, job),
+        "DeploymentStatus": deployment_status(alloc, deployment),
     }
     if resources:
         tasks = task_resources(alloc, job)
@@ -190,8 +198,11 @@ def alloc_stub(
     return stub
 
 
-def alloc_full(alloc: Allocation, job: Job | None) -> dict[str, Any]:
+def alloc_full(
+    alloc: Allocation, job: Job | None, deployment: Deployment | None = None
+) -> dict[str, Any]:
     full: dict[str, Any] = to_wire(alloc)
+    full["DeploymentStatus"] = deployment_status(alloc, deployment)
     tasks = task_resources(alloc, job)
     full["AllocatedResources"] = allocated_resources(alloc.allocated_resources, tasks)
     full["TaskStates"] = task_states(alloc, job)

@@ -1,8 +1,9 @@
 """The leader's timers: moments at which it must decide something nobody asks for.
 
-Three kinds: a node drain's deadline (the allocations still on the node are then forced off,
+The kinds: a node drain's deadline (the allocations still on the node are then forced off,
 as Nomad's drainer does), a run's wait limit (dstack's `retry.duration` for no-capacity: a
-run still waiting then fails) and a periodic job's next launch (periodic.py). Each is pushed
+run still waiting then fails), a periodic job's next launch (periodic.py) and a deployment's
+health and progress deadlines (deployment_watcher.py). Each is pushed
 when the decision that starts it is made, and rebuilt from the state once after a reload, so
 the loop never scans the nodes or jobs to find what is due. An entry is only a reminder: when
 it comes due the state is read again, and an entry whose cause went away (drain cancelled,
@@ -20,6 +21,9 @@ class DeadlineKind(Enum):
     DRAIN = "drain"  # key: (node_id,)
     RUN_WAIT = "run-wait"  # key: (namespace, job_id, version)
     PERIODIC = "periodic"  # key: (namespace, job_id, submit_time): a periodic job's next launch
+    # key: (deployment_id, alloc_id, "healthy" | "deadline"): an allocation's health is due
+    ALLOC_HEALTH = "alloc-health"
+    PROGRESS = "progress"  # key: (deployment_id, require_progress_by)
 
 
 @dataclass(frozen=True, slots=True, order=True)

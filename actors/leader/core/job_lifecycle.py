@@ -198,6 +198,14 @@ def scale_job(
     tg = job.lookup_task_group(group)
     if tg is None:
         raise ValidationError(f'task group "{group}" specified for scaling does not exist in job')
+    deployment = state.latest_deployment(namespace, job_id)
+    if (
+        count is not None
+        and deployment is not None
+        and deployment.active
+        and deployment.job_create_index == job.create_index
+    ):
+        raise ValidationError("job scaling blocked due to active deployment")
     if job.stop and count is not None:
         # Nomad's server takes the count and writes a version that stays stopped; drover
         # refuses it, as the Nomad Autoscaler never scales a stopped job (its target is

@@ -11,7 +11,10 @@ import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from actors.leader.core.client_reports import client_updates
 from actors.leader.core.deadlines import DeadlineKind, Deadlines
+from actors.leader.core.deployment_plan import plan_deployments
+from actors.leader.core.deployment_watcher import DeploymentWatcher, Pending
 from actors.leader.core.gc import collect_garbage
 from actors.leader.core.job_lifecycle import (
     JobWrite,
@@ -24,7 +27,6 @@ from actors.leader.core.job_lifecycle import (
 from actors.leader.core.launches import LaunchWrite, dispatch
 from actors.leader.core.operator_ops import (
     OperatorWrite,
-    completed_drains,
     drain_node,
     evaluate_job,
     evaluate_node,
@@ -34,11 +36,9 @@ from actors.leader.core.operator_ops import (
 )
 from actors.leader.core.periodic import PeriodicDispatcher
 from actors.leader.core.plan_eval import evaluate_plan
-from actors.leader.core.runs import end_waiting_run, ends_run, runs_on_nodes, wait_deadline
+from actors.leader.core.runs import end_waiting_run, runs_on_nodes, wait_deadline
 from actors.state import StateReader
 from contracts import (
-    CLIENT_TERMINAL,
-    ClientStatus,
     EvalStatus,
     Evaluation,
     Job,
@@ -55,8 +55,8 @@ from contracts.state_log import (
     AllocClientUpdate,
     DeleteNodes,
     StateChange,
-    UpdateAllocsClientStatus,
     UpsertAllocs,
+    UpsertDeployments,
     UpsertEvals,
     UpsertJob,
     UpsertNodes,
@@ -69,6 +69,14 @@ _OPERATOR_KINDS = frozenset(
         RequestKind.DRAIN_NODE,
         RequestKind.NODE_ELIGIBILITY,
         RequestKind.NODE_EVALUATE,
+    }
+)
+_DEPLOYMENT_KINDS = frozenset(
+    {
+        RequestKind.PROMOTE_DEPLOYMENT,
+        RequestKind.PAUSE_DEPLOYMENT,
+        RequestKind.FAIL_DEPLOYMENT,
+        RequestKind.SET_ALLOC_HEALTH,
     }
 )
 NODE_DOWN_DESCRIPTION = "node heartbeat missed"
@@ -102,6 +110,7 @@ class LeaderCore:
         self.new_id = new_id
         self.deadlines = Deadlines()
         self.periodic = PeriodicDispatcher(state, now_ns=now_ns, new_id=new_id)
+        self.watcher = DeploymentWatcher(state, now_ns=now_ns, new_id=new_id)
 
     # -- timers (deadlines.py) --------------------------------------------------------------------
 
@@ -113,6 +122,7 @@ class LeaderCore:
         for job in self.state.jobs():
             self._track_run(job)
         self.periodic.rebuild(self.deadlines)
+        self.watcher.rebuild(self.deadlines)
         return len(self.deadlines)
 
     def due(self) -> list[StateChange]:
@@ -122,6 +132,7 @@ class LeaderCore:
         changes: list[StateChange] = []
         forced: list[str] = []
         waits: list[tuple[str, str, int]] = []
+        watched = self.deployment_pending()
         for item in self.deadlines.pop_due(now):
             if item.kind is DeadlineKind.DRAIN:
                 node_id, started_at = str(item.key[0]), int(item.key[1])
@@ -135,6 +146,8 @@ class LeaderCore:
                 forced.append(node_id)
             elif item.kind is DeadlineKind.PERIODIC:
                 changes += self.periodic.due(self.deadlines, item.key, item.at_ns)
+            elif item.kind in (DeadlineKind.ALLOC_HEALTH, DeadlineKind.PROGRESS):
+                self.watcher.due(self.deadlines, item.kind, item.key, watched)
             else:
                 namespace, job_id, submit_time = item.key
                 waits.append((str(namespace), str(job_id), int(submit_time)))
@@ -145,7 +158,17 @@ class LeaderCore:
                 changes += end_waiting_run(
                     self.state, namespace, job_id, submit_time, now_ns=now, new_id=self.new_id
                 )
-        return changes
+        return changes + watched.changes()
+
+    def deployment_pending(self) -> Pending:
+        """A turn's deployment decisions, gathered (deployment_watcher.py)."""
+        return Pending(self.state, self.eval_for)
+
+    def eval_for(
+        self, namespace: str, job_id: str, job_type: str, trigger: TriggeredBy
+    ) -> Evaluation:
+        """A pending evaluation of the job (its priority and modify index)."""
+        return self._eval(namespace, job_id, job_type, trigger)
 
     def _track_drain(self, node: Node) -> None:
         strategy = node.drain_strategy
@@ -296,6 +319,8 @@ class LeaderCore:
                     new_id=self.new_id,
                 ),
             )
+        if kind in _DEPLOYMENT_KINDS:
+            return self._deployment_request(request)
         if kind is RequestKind.FORCE_PERIODIC:
             forced = self.periodic.force(request.namespace, request.job_id)
             return self._launch_write(request, forced)
@@ -313,6 +338,29 @@ class LeaderCore:
             ),
             job_write=write,
         )
+
+    def _deployment_request(self, request: LeaderRequest) -> Decision:
+        """Promote, pause or resume, fail, or set allocations' health (the watcher's)."""
+        watched, watcher, kind = self.deployment_pending(), self.watcher, request.kind
+        if kind is RequestKind.PROMOTE_DEPLOYMENT:
+            watcher.promote(watched, request.deployment_id, request.groups)
+        elif kind is RequestKind.PAUSE_DEPLOYMENT:
+            watcher.pause(watched, request.deployment_id, request.pause)
+        elif kind is RequestKind.FAIL_DEPLOYMENT:
+            watcher.fail_request(self.deadlines, watched, request.deployment_id)
+        else:
+            watcher.set_health_request(
+                self.deadlines,
+                watched,
+                request.deployment_id,
+                request.healthy_alloc_ids,
+                request.unhealthy_alloc_ids,
+            )
+        eval_ids = tuple(e.id for e in watched.evals.values())
+        response = LeaderResponse(
+            request.request_id, ok=True, eval_id=eval_ids[0] if eval_ids else ""
+        )
+        return Decision(changes=watched.changes(), response=response)
 
     def _launch_write(self, request: LeaderRequest, launched: LaunchWrite) -> Decision:
         decision = self._job_write(request, launched.write)
@@ -371,18 +419,26 @@ class LeaderCore:
 
     # -- plans ------------------------------------------------------------------------------------
 
-    def apply_plan(self, submission: PlanSubmission) -> tuple[StateChange | None, PlanResult]:
-        """Evaluate a plan against the latest state; the change commits what fits, with the
-        evaluations the worker sent along (its blocked/follow-up evals)."""
-        result = evaluate_plan(self.state, submission.plan)
+    def apply_plan(self, submission: PlanSubmission) -> tuple[list[StateChange], PlanResult]:
+        """Evaluate a plan against the latest state; the changes commit what fits, with the
+        evaluations the worker sent along (its blocked/follow-up evals) and what it does to
+        deployments (deployment_plan.py; their watcher's timers start here)."""
+        plan = submission.plan
+        result = evaluate_plan(self.state, plan)
         evals = submission.evals
         if submission.completes is not None and plan_completes_eval(result):
             evals = (*evals, submission.completes)
+        changes: list[StateChange] = []
+        deployments = plan_deployments(self.state, plan, result, self.now_ns())
+        if deployments:
+            changes.append(UpsertDeployments(tuple(deployments)))
+            self.watcher.track_plan(self.deadlines, deployments, result)
         if result.is_no_op() and not evals:
-            return None, result
+            return changes, result
         allocs = [a for allocs in result.node_update.values() for a in allocs]
         allocs += [a for allocs in result.node_allocation.values() for a in allocs]
-        return UpsertAllocs(allocs=tuple(allocs), evals=tuple(evals)), result
+        changes.append(UpsertAllocs(allocs=tuple(allocs), evals=tuple(evals)))
+        return changes, result
 
     # -- nodes and clients ------------------------------------------------------------------------
 
@@ -500,76 +556,8 @@ class LeaderCore:
         ]
 
     def client_updates(self, updates: Iterable[AllocClientUpdate]) -> list[StateChange]:
-        """Record what clients report; failures (and services that exited) get an eval so the
-        scheduler can replace them."""
-        kept = []
-        evals: dict[tuple[str, str], Evaluation] = {}
-        # Jobs whose running reports need no eval (no job, stopped, no rollout pending):
-        # decided once per batch, not per report (a batch holds thousands of one job's).
-        quiet: set[tuple[str, str]] = set()
-        ending: dict[tuple[str, str], StateChange | None] = {}
-        for update in updates:
-            alloc = self.state.alloc(update.alloc_id)
-            if alloc is None or alloc.client_status is update.client_status:
-                continue  # unknown or already recorded: reports are idempotent
-            kept.append(update)
-            key = (alloc.namespace, alloc.job_id)
-            if key in evals or key in ending or alloc.server_terminal():
-                continue
-            running = update.client_status is ClientStatus.RUNNING
-            if running and key in quiet:
-                continue
-            job = self.state.job(alloc.namespace, alloc.job_id)
-            if job is None or job.stop:
-                quiet.add(key)
-                continue
-            if ends_run(job, alloc, update.client_status):
-                # A failed rank (or a finished master, with master-done) ends the run: the
-                # job stops, and with it the other ranks.
-                ending[key] = stop_job(
-                    self.state, job.namespace, job.id, now_ns=self.now_ns(), new_id=self.new_id
-                ).change
-                quiet.add(key)
-                continue
-            failed = update.client_status is ClientStatus.FAILED
-            exited = update.client_status is ClientStatus.COMPLETE and job.type in (
-                JobType.SERVICE,
-                JobType.SYSTEM,
-            )
-            if failed or exited:
-                evals[key] = self._eval(job.namespace, job.id, job.type, TriggeredBy.ALLOC_FAILURE)
-            elif running:
-                if self._rollout_pending(job):
-                    # A replacement came up while older allocations remain: the next batch of
-                    # a rolling update (max_parallel) may go (Nomad's deployment watcher).
-                    evals[key] = self._eval(
-                        job.namespace, job.id, job.type, TriggeredBy.ROLLING_UPDATE
-                    )
-                else:
-                    quiet.add(key)
-        changes: list[StateChange] = []
-        if kept:
-            changes.append(UpdateAllocsClientStatus(tuple(kept)))
-            finished = [
-                alloc
-                for update in kept
-                if update.client_status in CLIENT_TERMINAL
-                and (alloc := self.state.alloc(update.alloc_id)) is not None
-            ]
-            if drained := completed_drains(self.state, finished, now_ns=self.now_ns()):
-                changes.append(UpsertNodes(tuple(drained)))
-        if evals:
-            changes.append(UpsertEvals(tuple(evals.values())))
-        changes += [change for change in ending.values() if change is not None]
-        return changes
-
-    def _rollout_pending(self, job: Job) -> bool:
-        if not any(tg.update is not None for tg in job.task_groups):
-            return False
-        return any(
-            not a.server_terminal() and a.job_modify_index != job.job_modify_index
-            for a in self.state.allocs_by_job(job.namespace, job.id)
-        )
+        """Record what clients report (client_reports.py)."""
+        return client_updates(self, updates)
 
     def _eval(
         self,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 
+from actors.leader.core.deployment_plan import plan_deployments
 from actors.leader.core.plan_eval import evaluate_plan
 from actors.state import StateStore
 from contracts import Plan, PlanResult
-from contracts.state_log import UpsertAllocs
+from contracts.state_log import UpsertAllocs, UpsertDeployments
 
 
 class PlanApplier:
@@ -17,8 +18,11 @@ class PlanApplier:
         self.store = store
         self.term = term
 
-    def apply(self, plan: Plan) -> PlanResult:
+    def apply(self, plan: Plan, now_ns: int = 0) -> PlanResult:
         result = evaluate_plan(self.store, plan)
+        deployments = plan_deployments(self.store, plan, result, now_ns)
+        if deployments:
+            self.store.commit(UpsertDeployments(tuple(deployments)), term=self.term)
         if result.is_no_op():
             return result
         allocs = [a for allocs in result.node_update.values() for a in allocs]

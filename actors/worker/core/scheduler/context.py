@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from actors.worker.core.scheduler.constraints import resolve_node_target
 from actors.worker.core.scheduler.feasible import EvalEligibility
 from contracts import Allocation, Job, Node, Plan
+from contracts.deployment import Deployment
 from contracts.evaluation import PlanAnnotations
 
 if TYPE_CHECKING:
@@ -61,9 +62,11 @@ class PlanBuilder:
         self.node_update: dict[str, list[Allocation]] = defaultdict(list)
         self.node_allocation: dict[str, list[Allocation]] = defaultdict(list)
         self.annotations: PlanAnnotations | None = None
+        self.deployments: list[Deployment] = []  # created or cancelled by this plan
+        self.canaries: list[str] = []  # placements that are canaries
 
     def is_no_op(self) -> bool:
-        return not self.node_update and not self.node_allocation
+        return not self.node_update and not self.node_allocation and not self.deployments
 
     def build(self, namespace: str, job_id: str, priority: int) -> Plan:
         job = self.job
@@ -79,6 +82,8 @@ class PlanBuilder:
             node_update={k: tuple(v) for k, v in self.node_update.items()},
             node_allocation={k: tuple(v) for k, v in self.node_allocation.items()},
             annotations=self.annotations,
+            deployments=tuple(self.deployments),
+            canaries=tuple(self.canaries),
         )
 
 

@@ -70,6 +70,7 @@ class GenericScheduler(SchedulerBase):
         self.batch = batch
         self.max_attempts = MAX_BATCH_ATTEMPTS if batch else MAX_SERVICE_ATTEMPTS
         self.share_policy = SharePolicy()  # how runs' ranks and gangs are placed
+        self.deployment_id = ""  # the deployment this evaluation's placements join
         self._attempt_cache: AttemptCache | None = None
 
     def _reuse_attempt(self, ctx: EvalContext, job: Job) -> None:
@@ -102,7 +103,15 @@ class GenericScheduler(SchedulerBase):
             job_version=lambda v: state.job_version(namespace, job_id, v),
             now_ns=self.now_ns(),
             inplace_ok=self._inplace_check(ctx, job),
+            deployment=state.latest_deployment(namespace, job_id),
+            deployment_of=state.deployment,
+            new_id=self.new_id,
         ).compute()
+        ctx.plan.deployments = [
+            *result.deployment_updates,
+            *([result.deployment] if result.deployment is not None else []),
+        ]
+        self.deployment_id = result.deployment_id
         ctx.plan.annotations = PlanAnnotations(
             {name: u.freeze() for name, u in result.desired_tg_updates.items()}
         )
@@ -118,6 +127,7 @@ class GenericScheduler(SchedulerBase):
                     job_version=job.version,
                     job_modify_index=job.job_modify_index,
                     modify_time=self.now_ns(),
+                    deployment_id=self.deployment_id or alloc.deployment_id,
                 )
             )
         for name, updates in result.desired_tg_updates.items():
@@ -310,6 +320,10 @@ class GenericScheduler(SchedulerBase):
             self.failed_tg_allocs[placement.task_group.name] = stack.failure_metric()
             return None
         alloc = self._new_alloc(job, placement.task_group.name, placement.name, option, previous)
+        if self.deployment_id:
+            alloc = dataclasses.replace(alloc, deployment_id=self.deployment_id)
+            if placement.canary:
+                ctx.plan.canaries.append(alloc.id)
         if placement.reschedule and previous is not None:
             alloc = dataclasses.replace(
                 alloc,

@@ -8,14 +8,40 @@ of intentions; the generic scheduler turns them into a plan.
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from actors.worker.core.scheduler.deployment_rules import (
+    canary_names,
+    cancelled,
+    for_version,
+    new_deployment,
+    rolling_limit,
+    stale_canary,
+    strategy_of,
+    with_group,
+)
 from actors.worker.core.scheduler.placements import Placements
 from actors.worker.core.scheduler.tasks_updated import tasks_updated
-from contracts import Allocation, ClientStatus, Job, Node, NodeStatus, ReschedulePolicy, TaskGroup
+from contracts import (
+    Allocation,
+    ClientStatus,
+    Job,
+    Node,
+    NodeStatus,
+    ReschedulePolicy,
+    TaskGroup,
+    UpdateStrategy,
+)
 from contracts.allocation import alloc_name
+from contracts.deployment import (
+    DESCRIPTION_NEWER_JOB,
+    DESCRIPTION_STOPPED_JOB,
+    Deployment,
+    DeploymentStatus,
+)
 from contracts.evaluation import DesiredUpdates
 from contracts.job import DEFAULT_BATCH_RESCHEDULE, DEFAULT_SERVICE_RESCHEDULE
 
@@ -26,6 +52,7 @@ ALLOC_UPDATING = "alloc is being updated due to job update"
 ALLOC_LOST = "alloc is lost since its node is down"
 ALLOC_RESCHEDULED = "alloc was rescheduled because it failed"
 ALLOC_NODE_TAINTED = "alloc not needed as node is tainted"
+_HALTED = frozenset({DeploymentStatus.PAUSED, DeploymentStatus.FAILED})
 
 
 @dataclass(slots=True)
@@ -36,6 +63,7 @@ class Placement:
     # Stop `previous` in the same plan, atomically with this placement (updates, migrations).
     stop_previous: str = ""
     reschedule: bool = False
+    canary: bool = False
 
     @property
     def index(self) -> int:
@@ -57,6 +85,7 @@ class GroupUpdates:
     in_place_update: int = 0
     destructive_update: int = 0
     ignore: int = 0
+    canary: int = 0
 
     def freeze(self) -> DesiredUpdates:
         return DesiredUpdates(**dataclasses.asdict(self))
@@ -72,6 +101,11 @@ class ReconcileResult:
     desired_tg_updates: dict[str, GroupUpdates] = field(
         default_factory=lambda: defaultdict(GroupUpdates)
     )
+    # The deployment this evaluation creates, the ones it cancels, and the one the job's
+    # placements and in-place updates join ("": none active).
+    deployment: Deployment | None = None
+    deployment_updates: list[Deployment] = field(default_factory=list)
+    deployment_id: str = ""
 
 
 class NameIndex:
@@ -145,6 +179,9 @@ class Reconciler:
         job_version: Callable[[int], Job | None],
         now_ns: int,
         inplace_ok: Callable[[Allocation, TaskGroup], bool] | None = None,
+        deployment: Deployment | None = None,
+        deployment_of: Callable[[str], Deployment | None] | None = None,
+        new_id: Callable[[], str] | None = None,
     ) -> None:
         self.job = job
         self.allocs = list(allocs)
@@ -156,6 +193,11 @@ class Reconciler:
         # checks the node still exists, is in the job's datacenters and pool, and passes
         # the stack.) None: always.
         self.inplace_ok = inplace_ok
+        # The job's latest deployment; `current` once known to be this version's.
+        self.deployment = deployment
+        self.current: Deployment | None = None
+        self.deployment_of = deployment_of or (lambda _id: None)
+        self.new_id = new_id or (lambda: str(uuid.uuid4()))
         self.result = ReconcileResult()
 
     def compute(self) -> ReconcileResult:
@@ -163,15 +205,49 @@ class Reconciler:
         for alloc in self.allocs:
             by_group[alloc.task_group].append(alloc)
         job = self.job
+        latest = self.deployment
         if job is None or job.stop:
+            if latest is not None and latest.active:
+                self._cancel(latest, DESCRIPTION_STOPPED_JOB)
             for group, allocs in by_group.items():
                 self._stop_all(group, allocs)
             return self.result
+        if latest is not None and not for_version(latest, job):
+            if latest.active:
+                self._cancel(latest, DESCRIPTION_NEWER_JOB)
+            latest = None
+        self.current = latest
         for tg in job.task_groups:
             self._compute_group(job, tg, by_group.pop(tg.name, []))
         for group, allocs in by_group.items():  # groups removed from the job
             self._stop_all(group, allocs)
+        joined = self.result.deployment or (
+            latest if latest is not None and latest.active else None
+        )
+        self.result.deployment_id = joined.id if joined is not None else ""
         return self.result
+
+    def _canaries(
+        self, strategy: UpdateStrategy, untainted: list[Allocation], group: str
+    ) -> list[Allocation]:
+        """The current deployment's canaries among `untainted`; canaries of an earlier
+        deployment that were never promoted are stopped."""
+        current = self.current
+        canaries = []
+        for alloc in list(untainted):
+            if stale_canary(alloc, current, self.deployment_of):
+                untainted.remove(alloc)
+                self._stop(alloc, ALLOC_NOT_NEEDED, group)
+            elif (
+                current is not None
+                and alloc.deployment_id == current.id
+                and current.is_canary(alloc.id)
+            ):
+                canaries.append(alloc)
+        return canaries
+
+    def _cancel(self, deployment: Deployment, description: str) -> None:
+        self.result.deployment_updates.append(cancelled(deployment, description, self.now_ns))
 
     def _stop(self, alloc: Allocation, description: str, group: str) -> None:
         lost = self._on_lost_node(alloc) and not alloc.client_terminal()
@@ -236,6 +312,25 @@ class Reconciler:
             else:
                 untainted.append(alloc)
 
+        strategy = strategy_of(tg, self.batch)
+        current = self.current
+        state = current.task_groups.get(tg.name) if current is not None else None
+        promoted = state is not None and state.promoted
+        canaries = self._canaries(strategy, untainted, tg.name) if strategy else []
+        if canaries and promoted:
+            # Promoted canaries replace the allocations whose names they took.
+            taken = {a.name for a in canaries}
+            ours = {a.id for a in canaries}
+            for alloc in [a for a in untainted if a.name in taken and a.id not in ours]:
+                if not _same_version(alloc, job):
+                    untainted.remove(alloc)
+                    self._stop(alloc, ALLOC_NOT_NEEDED, tg.name)
+        elif canaries:
+            # Canaries waiting for promotion run beside the group's count.
+            ours = {a.id for a in canaries}
+            untainted[:] = [a for a in untainted if a.id not in ours]
+            updates.ignore += len(canaries)
+
         names = NameIndex(
             job.id, tg.name, tg.count, (a.index for a in (*untainted, *migrate, *reschedule, *lost))
         )
@@ -271,9 +366,40 @@ class Reconciler:
                 self.result.inplace.append(alloc)
                 updates.in_place_update += 1
 
-        # Rolling updates: at most max_parallel replacements in flight at once.
         limit = len(destructive)
-        if destructive and tg.update is not None and tg.update.max_parallel > 0:
+        halted = current is not None and current.status in _HALTED
+        defer_new = False
+        if strategy is not None:
+            require_canary = (
+                bool(destructive)
+                and strategy.canary > 0
+                and len(canaries) < strategy.canary
+                and not promoted
+            )
+            canary_state = require_canary or (state is not None and state.needs_promotion)
+            if current is None and tg.count > 0:
+                updating = bool(destructive) or updates.in_place_update > 0
+                if updating or not any(_same_version(a, job) for a in allocs):
+                    created = self.result.deployment or new_deployment(
+                        job, self.new_id(), self.now_ns
+                    )
+                    wanted = strategy.canary if require_canary else 0
+                    self.result.deployment = with_group(created, tg, strategy, wanted)
+            if require_canary and not halted:
+                for name in canary_names(canaries, destructive, strategy.canary - len(canaries)):
+                    self.result.place.append(Placement(name, tg, canary=True))
+                    updates.canary += 1
+            limit = rolling_limit(
+                strategy,
+                len(destructive),
+                current,
+                untainted,
+                halted=halted,
+                canary_state=canary_state,
+            )
+            defer_new = halted or canary_state
+        # Rolling updates: at most max_parallel replacements in flight at once.
+        elif destructive and tg.update is not None and tg.update.max_parallel > 0:
             in_flight = sum(
                 1
                 for a in untainted
@@ -311,7 +437,7 @@ class Reconciler:
             self.result.place.append(Placement(alloc.name, tg, previous=alloc))
             updates.place += 1
             existing += 1
-        if existing < tg.count:
+        if existing < tg.count and not defer_new:
             missing = tg.count - existing
             fresh = (Placement(name, tg) for name in names.iter_next(missing))
             self.result.place.add_run(tg.name, missing, fresh)

@@ -23,6 +23,7 @@ from contracts import (
     Task,
     TaskGroup,
 )
+from contracts.deployment import Deployment, DeploymentState
 from contracts.node import NodeEligibility, NodeStatus
 from contracts.scaling import ScalingEvent
 from contracts.state_log import (
@@ -33,6 +34,7 @@ from contracts.state_log import (
     StateChange,
     UpdateAllocsClientStatus,
     UpsertAllocs,
+    UpsertDeployments,
     UpsertEvals,
     UpsertJob,
     UpsertNodes,
@@ -251,3 +253,16 @@ def test_the_source_publishes_entries_skips_a_restored_snapshot_and_survives_a_b
     bad = LogEntry(7, 1, UpsertNodes((Node(id="n3"),)))
     source.on_entry(bad, Broken())  # type: ignore[arg-type]
     assert broker.oldest_index() == 6
+
+
+def test_a_deployment_change_is_a_deployment_event_keyed_by_its_job() -> None:
+    log = Log()
+    log.apply(UpsertJob(job()))
+    deployment = Deployment("d1", job_id="web", task_groups={"g": DeploymentState(desired_total=1)})
+    [event] = log.apply(UpsertDeployments((deployment,)))
+    assert (event.topic, event.type, event.key) == ("Deployment", "DeploymentStatusUpdate", "d1")
+    assert event.filter_keys == ("web",)
+    body = orjson.loads(event.encoded())
+    assert body["Payload"]["Deployment"]["ID"] == "d1"
+    assert body["Payload"]["Deployment"]["TaskGroups"]["g"]["DesiredTotal"] == 1
+    assert body["Payload"]["Deployment"]["CreateIndex"] == event.index

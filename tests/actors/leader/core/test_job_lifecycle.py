@@ -34,12 +34,14 @@ from contracts import (
     TaskGroup,
     ValidationError,
 )
+from contracts.deployment import Deployment, DeploymentStatus
 from contracts.state_log import (
     AllocClientUpdate,
     AppendScalingEvent,
     PurgeJob,
     UpdateAllocsClientStatus,
     UpsertAllocs,
+    UpsertDeployments,
     UpsertEvals,
     UpsertJob,
 )
@@ -504,3 +506,27 @@ def test_scale_limits_total_count_and_enforces_index() -> None:
         )
     )
     assert c.job().task_groups[0].count == 2
+
+
+def test_scale_is_blocked_during_an_active_deployment() -> None:
+    """TestJobEndpoint_Scale_DeploymentBlocking: a count change is refused while the job's
+    deployment is active; once it is done, scaling goes through."""
+    c = Cluster()
+    c.register(scalable_job())
+    job = c.job()
+    running = Deployment(
+        "d1", job_id="example", job_version=job.version, job_create_index=job.create_index
+    )
+    c.store.commit(UpsertDeployments((running,)))
+
+    def scale(count: int | None) -> JobWrite:
+        return scale_job(
+            c.store, "default", "example", "web", count, message="m", now_ns=NOW, new_id=c.new_id
+        )
+
+    with pytest.raises(ValidationError, match="job scaling blocked due to active deployment"):
+        scale(5)
+    assert scale(None).change is not None  # an event alone is still recorded
+    done = dataclasses.replace(running, status=DeploymentStatus.SUCCESSFUL)
+    c.store.commit(UpsertDeployments((done,)))
+    assert isinstance(scale(5).change, UpsertJob)

@@ -121,7 +121,7 @@ def test_plan_commits_what_fits_and_carries_worker_evals(core_and_store) -> None
         allocated_resources=AllocatedResources(cpu=600),
     )
     blocked = core._eval("default", "web", "service", TriggeredBy.QUEUED_ALLOCS)
-    change, result = core.apply_plan(
+    [change], result = core.apply_plan(
         PlanSubmission(
             Plan(eval_id="e1", node_allocation={"n1": (fits,)}), "reply", evals=(blocked,)
         )
@@ -129,10 +129,10 @@ def test_plan_commits_what_fits_and_carries_worker_evals(core_and_store) -> None
     assert isinstance(change, UpsertAllocs) and [a.id for a in change.allocs] == ["a1"]
     assert change.evals == (blocked,)
     store.commit(change)
-    change, result = core.apply_plan(
+    changes, result = core.apply_plan(
         PlanSubmission(Plan(eval_id="e2", node_allocation={"n1": (too_big,)}), "r")
     )
-    assert change is None and result.rejected_nodes[0].reason == "cpu exhausted"
+    assert changes == [] and result.rejected_nodes[0].reason == "cpu exhausted"
     assert result.refresh_index > 0
 
 
@@ -158,7 +158,7 @@ def test_a_plan_committed_in_full_writes_the_final_status_it_carries(core_and_st
     full = PlanSubmission(
         Plan(eval_id=done.id, node_allocation={"n1": (alloc("a1"),)}), "r", completes=done
     )
-    change, result = core.apply_plan(full)
+    [change], result = core.apply_plan(full)
     assert plan_completes_eval(result)
     assert isinstance(change, UpsertAllocs) and change.evals == (done,)
     store.commit(change)
@@ -168,9 +168,9 @@ def test_a_plan_committed_in_full_writes_the_final_status_it_carries(core_and_st
         "r",
         completes=dataclasses.replace(done, id="e2"),
     )
-    change, result = core.apply_plan(partial)
+    changes, result = core.apply_plan(partial)
     assert not plan_completes_eval(result) and result.rejected_nodes
-    assert change is None  # nothing fit, and the eval is not done
+    assert changes == []  # nothing fit, and the eval is not done
 
 
 def test_missed_heartbeats_mark_nodes_down_and_reevaluate_their_jobs(core_and_store) -> None:

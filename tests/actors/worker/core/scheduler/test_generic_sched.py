@@ -37,7 +37,12 @@ from contracts import (
     TriggeredBy,
     UpdateStrategy,
 )
-from contracts.state_log import AllocClientUpdate, PurgeJob, UpdateAllocsClientStatus
+from contracts.state_log import (
+    AllocClientUpdate,
+    PurgeJob,
+    UpdateAllocsClientStatus,
+    UpsertDeployments,
+)
 
 
 def _names(allocs):
@@ -258,12 +263,21 @@ def test_job_modify_rolling(h, build):
     out = build.assert_eval(planner, EvalStatus.COMPLETE)
     assert out.queued_allocations == {"web": 0}
 
-    # While the new allocations are still pending, the next eval replaces nothing more.
-    planner = h.process(h.new_eval(job2, triggered_by=TriggeredBy.ROLLING_UPDATE))
-    assert planner.plans == []
-    # Once they run, the next max_parallel go.
+    # The change made a deployment that the replacements joined.
+    deployment = h.store.latest_deployment("default", job2.id)
+    assert deployment is not None and deployment.job_version == job2.version
+    assert {a.deployment_id for a in places} == {deployment.id}
+    assert deployment.task_groups["web"].placed_allocs == 3
+    # While the new allocations are not yet healthy, the next eval replaces nothing more.
     _set_client_status(h, places, ClientStatus.RUNNING)
-    planner = h.process(h.new_eval(job2, triggered_by=TriggeredBy.ROLLING_UPDATE))
+    planner = h.process(h.new_eval(job2, triggered_by=TriggeredBy.DEPLOYMENT_WATCHER))
+    assert planner.plans == []
+    # Once the deployment watcher found them healthy, the next max_parallel go.
+    web = dataclasses.replace(
+        deployment.task_groups["web"], healthy_ids=tuple(a.id for a in places)
+    )
+    h.store.commit(UpsertDeployments((dataclasses.replace(deployment, task_groups={"web": web}),)))
+    planner = h.process(h.new_eval(job2, triggered_by=TriggeredBy.DEPLOYMENT_WATCHER))
     assert len(build.stopped(planner.plans[0])) == 3
     assert len(build.placed(planner.plans[0])) == 3
     assert len(h.live_allocs(job2)) == 10

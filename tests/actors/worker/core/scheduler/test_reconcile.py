@@ -1,7 +1,7 @@
 """The reconciler on its own, ported from Nomad's reconcile_cluster_test.go (TestReconciler_*).
 
-drover models no deployments or canaries, so the deployment parts of Nomad's expectations
-are left out; the per-group DesiredUpdates (Nomad's desiredTGUpdates) are asserted as is.
+The deployment and canary scenarios are in test_reconcile_deployments.py; here the
+per-group DesiredUpdates (Nomad's desiredTGUpdates) are asserted as is.
 Nomad reports a migration as a stop plus a place; drover carries the stop inside the
 placement (`Placement.stop_previous`) so that it is undone if the replacement does not fit.
 """
@@ -33,6 +33,7 @@ from contracts import (
     ReschedulePolicy,
     UpdateStrategy,
 )
+from contracts.deployment import Deployment, DeploymentState
 from contracts.evaluation import DesiredUpdates
 
 NOW = 1_700_000_000_000_000_000
@@ -44,7 +45,7 @@ def job(build):
     return build.job().replace(version=1, job_modify_index=20)
 
 
-def reconcile(job, allocs, tainted=None, *, batch=False, old_job=None):
+def reconcile(job, allocs, tainted=None, *, batch=False, old_job=None, deployment=None):
     versions = {j.version: j for j in (job, old_job) if j is not None}
     return Reconciler(
         job,
@@ -53,6 +54,7 @@ def reconcile(job, allocs, tainted=None, *, batch=False, old_job=None):
         batch=batch,
         job_version=versions.get,
         now_ns=NOW,
+        deployment=deployment,
     ).compute()
 
 
@@ -242,9 +244,9 @@ def test_destructive_rolling(build, job):
     assert updates(result) == DesiredUpdates(destructive_update=4, ignore=6)
 
 
-def test_destructive_rolling_waits_for_pending_replacements(build, job):
-    """With max_parallel replacements of the new version still pending, nothing more goes
-    (drover's stand-in for Nomad's deployment health accounting)."""
+def test_destructive_rolling_waits_for_replacements_not_yet_healthy(build, job):
+    """With max_parallel replacements of the deployment not yet healthy, only what is left
+    of max_parallel goes (Nomad's computeLimit)."""
     old = job.replace(version=0, job_modify_index=10)
     task = dataclasses.replace(job.task_groups[0].tasks[0], env={"V": "2"})
     group = dataclasses.replace(
@@ -253,10 +255,24 @@ def test_destructive_rolling_waits_for_pending_replacements(build, job):
     job = job.replace(task_groups=(group,))
     allocs = [build.alloc(old, f"node-{i}", i) for i in range(4, 10)]
     allocs += [
-        build.alloc(job, f"new-{i}", i, client_status=ClientStatus.PENDING) for i in range(3)
+        dataclasses.replace(
+            build.alloc(job, f"new-{i}", i, client_status=ClientStatus.PENDING),
+            deployment_id="dep",
+        )
+        for i in range(3)
     ]
-    allocs += [build.alloc(job, "new-3", 3, client_status=ClientStatus.RUNNING)]
-    result = reconcile(job, allocs, old_job=old)
+    healthy = dataclasses.replace(
+        build.alloc(job, "new-3", 3, client_status=ClientStatus.RUNNING), deployment_id="dep"
+    )
+    allocs.append(healthy)
+    deployment = Deployment(
+        "dep",
+        job_id=job.id,
+        job_version=job.version,
+        job_create_index=job.create_index,
+        task_groups={"web": DeploymentState(desired_total=10, healthy_ids=(healthy.id,))},
+    )
+    result = reconcile(job, allocs, old_job=old, deployment=deployment)
     # 3 pending of the new version: one more slot.
     assert [p.name for p in result.destructive] == web(4)
     assert updates(result) == DesiredUpdates(destructive_update=1, ignore=9)
