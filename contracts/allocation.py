@@ -64,6 +64,9 @@ class Allocation:
     reschedule_events: tuple[RescheduleEvent, ...] = field(default_factory=tuple)
     # The deployment that placed it ("" outside one); its health there is the deployment's.
     deployment_id: str = ""
+    # Preemption: the allocations this one evicted, and the one that evicted this one.
+    preempted_allocations: tuple[str, ...] = ()
+    preempted_by_allocation: str = ""
     create_index: int = 0
     modify_index: int = 0
     alloc_modify_index: int = 0

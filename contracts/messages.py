@@ -25,6 +25,7 @@ from contracts.evaluation import Evaluation
 from contracts.job import Job
 from contracts.node import DrainStrategy, Node
 from contracts.plan import Plan, PlanResult
+from contracts.scheduler_config import SchedulerConfiguration
 from contracts.state_log import AllocClientUpdate
 
 
@@ -140,6 +141,8 @@ class RequestKind(StrEnum):
     PAUSE_DEPLOYMENT = "pause-deployment"
     FAIL_DEPLOYMENT = "fail-deployment"
     SET_ALLOC_HEALTH = "set-alloc-health"
+    # scheduler_config; enforce_index: set only if the current one is at that modify index
+    SET_SCHEDULER_CONFIG = "set-scheduler-config"
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,6 +183,7 @@ class LeaderRequest:
     pause: bool = False  # PAUSE_DEPLOYMENT: False resumes
     healthy_alloc_ids: tuple[str, ...] = ()  # SET_ALLOC_HEALTH
     unhealthy_alloc_ids: tuple[str, ...] = ()
+    scheduler_config: SchedulerConfiguration | None = None  # SET_SCHEDULER_CONFIG
     fence_eval_id: str = ""
     fence_token: str = ""
 
@@ -199,6 +203,7 @@ class LeaderResponse:
     # child gives that child's create index (0: the child is created at `index`).
     dispatched_job_id: str = ""
     job_create_index: int = 0
+    updated: bool = False  # SET_SCHEDULER_CONFIG: False when its check-and-set failed
 
 
 # -- failures ----------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from contracts.evaluation import Evaluation
 from contracts.job import Job
 from contracts.node import Node
 from contracts.scaling import ScalingEvent
+from contracts.scheduler_config import SchedulerConfiguration
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +187,13 @@ class UpsertDeployments:
 
 
 @dataclass(frozen=True, slots=True)
+class UpsertSchedulerConfig:
+    """The scheduler configuration, whole (the store stamps its indexes)."""
+
+    config: SchedulerConfiguration
+
+
+@dataclass(frozen=True, slots=True)
 class JobImage:
     """A job as a snapshot holds it: the current record, the version history (newest
     first) and the groups' scaling events (newest first), each exactly as stored."""
@@ -257,6 +265,7 @@ StateChange: TypeAlias = (
     | UpsertAllocRows
     | UpdateClientStatusRows
     | UpsertDeployments
+    | UpsertSchedulerConfig
 )
 
 CHANGE_TYPES: dict[str, type[Any]] = {
@@ -273,6 +282,7 @@ CHANGE_TYPES: dict[str, type[Any]] = {
         AppendScalingEvent,
         RestoreJobs,
         UpsertDeployments,
+        UpsertSchedulerConfig,
     )
 }
 

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import TypeVar
 
+from actors.state.reader import CONFIG_KEY
 from actors.state.store import StateSnapshot, StateStore
 from contracts.allocation import Allocation
 from contracts.deployment import Deployment
@@ -32,6 +33,7 @@ from contracts.state_log import (
     UpsertDeployments,
     UpsertEvals,
     UpsertNodes,
+    UpsertSchedulerConfig,
 )
 
 T = TypeVar("T")
@@ -49,6 +51,7 @@ RESTORABLE = (
     UpsertAllocs,
     UpsertAllocRows,
     UpsertDeployments,
+    UpsertSchedulerConfig,
 )
 DEPLOYMENTS_PER_CHUNK = 1_000
 
@@ -88,6 +91,8 @@ def image_changes(state: StateSnapshot) -> Iterator[StateChange]:
         yield UpsertAllocs(placed)
     for deployments in _batches(state.deployments(), DEPLOYMENTS_PER_CHUNK):
         yield UpsertDeployments(deployments)
+    if state.table_index("scheduler_config"):
+        yield UpsertSchedulerConfig(state.scheduler_config())
 
 
 def _create_index(record: Evaluation | Allocation | Deployment) -> int:
@@ -134,6 +139,8 @@ class Restore:
                     self._eval(ev)
                 allocs = change.allocs if isinstance(change, UpsertAllocs) else _expand(change)
                 self._allocs(allocs)
+            elif isinstance(change, UpsertSchedulerConfig):
+                store._scheduler_config.set(CONFIG_KEY, change.config)
             elif isinstance(change, UpsertDeployments):
                 for deployment in change.deployments:  # each job's oldest first
                     key = (deployment.namespace, deployment.job_id)

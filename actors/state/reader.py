@@ -18,8 +18,10 @@ from contracts.evaluation import Evaluation
 from contracts.job import Job
 from contracts.node import Node
 from contracts.scaling import ScalingEvent
+from contracts.scheduler_config import DEFAULT_SCHEDULER_CONFIG, SchedulerConfiguration
 
 JobKey = tuple[str, str]  # (namespace, job id)
+CONFIG_KEY = "scheduler"  # the scheduler configuration's key in its one-record table
 
 TABLES = ("jobs", "job_versions", "nodes", "allocs", "evals", "scaling_events", "deployment")
 
@@ -60,6 +62,8 @@ class StateReader(Protocol):
     def deployments_by_job(self, namespace: str, job_id: str) -> list[Deployment]: ...
     def latest_deployment(self, namespace: str, job_id: str) -> Deployment | None: ...
 
+    def scheduler_config(self) -> SchedulerConfiguration: ...
+
 
 class TableReader:
     """StateReader over a set of table views; subclasses bind live or frozen tables."""
@@ -81,6 +85,7 @@ class TableReader:
     _holds: ShardedView[str, tuple[str, ...]]
     _deployments: ShardedView[JobKey, tuple[Deployment, ...]]
     _deployment_jobs: ShardedView[str, JobKey]
+    _scheduler_config: ShardedView[str, SchedulerConfiguration]
 
     def latest_index(self) -> int:
         return self._latest
@@ -192,3 +197,9 @@ class TableReader:
     def latest_deployment(self, namespace: str, job_id: str) -> Deployment | None:
         kept = self._deployments.get((namespace, job_id))
         return kept[-1] if kept else None
+
+    # The scheduler configuration
+
+    def scheduler_config(self) -> SchedulerConfiguration:
+        """As last set, or Nomad's defaults (preemption for system jobs, binpack)."""
+        return self._scheduler_config.get(CONFIG_KEY) or DEFAULT_SCHEDULER_CONFIG

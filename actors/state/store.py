@@ -27,7 +27,7 @@ from actors.state.cow import CowMap, CowMultiMap, FrozenMap, FrozenMultiMap, str
 from actors.state.deployments import keep_deployment
 from actors.state.holds import HoldTable
 from actors.state.job_status import JobActivity, compute_job_status
-from actors.state.reader import JobKey, TableReader
+from actors.state.reader import CONFIG_KEY, JobKey, TableReader
 from actors.state.stamping import (
     client_updated,
     stamped_alloc,
@@ -43,6 +43,7 @@ from contracts.job import Job
 from contracts.node import Node
 from contracts.resources import AllocatedResources
 from contracts.scaling import TRACKED_SCALING_EVENTS, ScalingEvent
+from contracts.scheduler_config import SchedulerConfiguration
 from contracts.state_log import (
     AllocClientUpdate,
     AppendScalingEvent,
@@ -59,6 +60,7 @@ from contracts.state_log import (
     UpsertEvals,
     UpsertJob,
     UpsertNodes,
+    UpsertSchedulerConfig,
 )
 
 ScalingByGroup = Mapping[str, tuple[ScalingEvent, ...]]
@@ -79,6 +81,7 @@ _SLOTS = (
     "_holds",
     "_deployments",
     "_deployment_jobs",
+    "_scheduler_config",
 )
 
 
@@ -104,6 +107,7 @@ class StateSnapshot(TableReader):
         holds: FrozenMap[str, tuple[str, ...]],
         deployments: FrozenMap[JobKey, tuple[Deployment, ...]],
         deployment_jobs: FrozenMap[str, JobKey],
+        scheduler_config: FrozenMap[str, SchedulerConfiguration],
     ) -> None:
         self._latest = latest
         self._table_index = table_index
@@ -120,6 +124,7 @@ class StateSnapshot(TableReader):
         self._holds = holds
         self._deployments = deployments
         self._deployment_jobs = deployment_jobs
+        self._scheduler_config = scheduler_config
 
 
 class StateStore(TableReader):
@@ -152,6 +157,7 @@ class StateStore(TableReader):
     _holds: CowMap[str, tuple[str, ...]]
     _deployments: CowMap[JobKey, tuple[Deployment, ...]]
     _deployment_jobs: CowMap[str, JobKey]
+    _scheduler_config: CowMap[str, SchedulerConfiguration]
     _table_index: dict[str, int]
 
     def __init__(self, shards: int = 256, alloc_shards: int = 16384, node_shards: int = 1) -> None:
@@ -178,6 +184,7 @@ class StateStore(TableReader):
         self._holds = self._hold_table.table
         self._deployments = CowMap(shards)  # a job's deployments, oldest first
         self._deployment_jobs = CowMap(shards)  # deployment id -> its job
+        self._scheduler_config = CowMap(1)  # one record, under CONFIG_KEY
         # Writer-only bookkeeping (never read through a snapshot).
         self._live_allocs: dict[JobKey, int] = {}
         self._live_evals: dict[JobKey, int] = {}
@@ -197,6 +204,7 @@ class StateStore(TableReader):
             UpsertAllocRows: self._apply_alloc_rows,
             UpdateClientStatusRows: self._apply_client_rows,
             UpsertDeployments: self._apply_upsert_deployments,
+            UpsertSchedulerConfig: self._apply_scheduler_config,
         }
 
     # ------------------------------------------------------------------------------------
@@ -247,6 +255,7 @@ class StateStore(TableReader):
                 holds=self._holds.snapshot(),
                 deployments=self._deployments.snapshot(),
                 deployment_jobs=self._deployment_jobs.snapshot(),
+                scheduler_config=self._scheduler_config.snapshot(),
             )
 
     # ------------------------------------------------------------------------------------
@@ -262,6 +271,13 @@ class StateStore(TableReader):
             for dropped in {d.id for d in before} - {d.id for d in kept}:
                 self._deployment_jobs.pop(dropped)
         self._touch("deployment", index)
+
+    def _apply_scheduler_config(self, change: UpsertSchedulerConfig, index: int) -> None:
+        old = self._scheduler_config.get(CONFIG_KEY)
+        created = old.create_index if old is not None else index
+        config = replace(change.config, create_index=created, modify_index=index)
+        self._scheduler_config.set(CONFIG_KEY, config)
+        self._touch("scheduler_config", index)
 
     # ------------------------------------------------------------------------------------
     # Nodes

@@ -27,7 +27,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 
 import redis
@@ -43,7 +43,7 @@ from actors.streams.envelope import decode_message, registry_of
 from actors.streams.names import WORKERS_GROUP, StreamNames
 from actors.worker.core.scheduler import new_scheduler
 from actors.worker.tracing import WorkerTracing
-from contracts import Evaluation, Plan, PlanResult
+from contracts import Allocation, Evaluation, Plan, PlanResult
 from contracts.messages import (
     AckOutcome,
     EvalAck,
@@ -322,6 +322,18 @@ class WorkerService:
         self.replica.load()
         self.reply.start()
 
+    def _node_allocs(self) -> Callable[[str], list[Allocation]]:
+        """Every job's allocations on a node, from a full snapshot taken on first use: the
+        job-scoped one the scheduler works on holds only its job's (preemption needs all)."""
+        full: list[StateReader] = []
+
+        def allocs_on(node_id: str) -> list[Allocation]:
+            if not full:
+                full.append(self.store.snapshot())
+            return full[0].allocs_by_node(node_id)
+
+        return allocs_on
+
     def snapshot_for(self, evaluation: Evaluation) -> StateReader:
         return self.store.snapshot_for_job(evaluation.namespace, evaluation.job_id)
 
@@ -402,6 +414,7 @@ class WorkerService:
             self.replica.catch_up()  # and whatever else is committed: the freshest snapshot
             planner = StreamPlanner(self, delivery)
             scheduler = new_scheduler(delivery.eval.type, self.snapshot_for(delivery.eval), planner)
+            scheduler.node_allocs = self._node_allocs()
             scheduler.phases = self.tracing.phases()
             try:
                 scheduler.process(delivery.eval)

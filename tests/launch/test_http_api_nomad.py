@@ -417,3 +417,67 @@ def test_deployments_roll_out_promote_canaries_and_answer_as_nomad(
     assert "Deployment completed successfully" in out and "Promoted" in out
     assert cli(["deployment", "list"]) == 0
     assert second["ID"][:8] in capsys.readouterr().out
+
+
+HOG = """
+job "{job_id}" {{
+  datacenters = ["dc1"]
+  priority = {priority}
+  group "g" {{
+    count = {count}
+    constraint {{ operator = "distinct_hosts" value = "true" }}
+    task "t" {{
+      driver = "mock"
+      config {{ run_for = "1h" }}
+      resources {{
+        cpu    = {cpu}
+        memory = 16
+      }}
+    }}
+  }}
+}}
+"""
+
+
+def hog(job_id: str, priority: int, count: int, cpu: int) -> dict:
+    text = HOG.format(job_id=job_id, priority=priority, count=count, cpu=cpu)
+    return job_to_nomad(parse_hcl_with_warnings(text)[0])
+
+
+def test_scheduler_configuration_and_service_preemption_over_http(system: DroverSystem) -> None:
+    path = "/v1/operator/scheduler/configuration"
+    status, config = http(system, "GET", path)
+    assert status == 200
+    assert config["SchedulerConfig"]["PreemptionConfig"] == {
+        "SystemSchedulerEnabled": True,
+        "SysBatchSchedulerEnabled": False,
+        "BatchSchedulerEnabled": False,
+        "ServiceSchedulerEnabled": False,
+    }
+    assert config["SchedulerConfig"]["SchedulerAlgorithm"] == "binpack"
+    wanted = dict(config["SchedulerConfig"])
+    wanted["PreemptionConfig"] = {**wanted["PreemptionConfig"], "ServiceSchedulerEnabled": True}
+    stale = config["SchedulerConfig"]["ModifyIndex"] + 12345
+    assert http(system, "PUT", f"{path}?cas={stale}", wanted)[1]["Updated"] is False
+    assert http(system, "PUT", path, {"SchedulerAlgorithm": "fastest"})[0] == 400
+    assert http(system, "PUT", path, wanted, token=None)[0] == 403
+    current = config["SchedulerConfig"]["ModifyIndex"]
+    assert http(system, "PUT", f"{path}?cas={current}", wanted)[1]["Updated"] is True
+    try:
+        nodes = len(http(system, "GET", "/v1/nodes")[1])
+        assert http(system, "POST", "/v1/jobs", {"Job": hog("filler", 20, nodes, 3500)})[0] == 200
+        running(system, "filler", nodes)
+        assert http(system, "POST", "/v1/jobs", {"Job": hog("urgent", 80, 1, 1500)})[0] == 200
+        (placed,) = running(system, "urgent", 1)
+        full = http(system, "GET", f"/v1/allocation/{placed['ID']}")[1]
+        [victim_id] = full["PreemptedAllocations"]
+        victim = http(system, "GET", f"/v1/allocation/{victim_id}")[1]
+        assert victim["JobID"] == "filler" and victim["DesiredStatus"] == "evict"
+        assert victim["DesiredDescription"] == f"Preempted by alloc ID {placed['ID']}"
+        assert victim["PreemptedByAllocation"] == placed["ID"]
+        evals = http(system, "GET", "/v1/job/filler/evaluations")[1]
+        assert "preemption" in {e["TriggeredBy"] for e in evals}
+    finally:
+        for job_id in ("urgent", "filler"):
+            http(system, "DELETE", f"/v1/job/{job_id}?purge=true")
+        http(system, "PUT", path, config["SchedulerConfig"])

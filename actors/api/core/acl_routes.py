@@ -124,6 +124,9 @@ NEEDS: dict[tuple[str, str], Need] = {
     ("GET", "/v1/acl/policy/:name"): TOKEN,  # management, or a token holding the policy
     # Any valid token; the handler checks each topic asked for (event_topics.py).
     ("GET", "/v1/event/stream"): TOKEN,
+    ("GET", "/v1/operator/scheduler/configuration"): Need("operator"),
+    ("PUT", "/v1/operator/scheduler/configuration"): OPERATOR_WRITE,
+    ("POST", "/v1/operator/scheduler/configuration"): OPERATOR_WRITE,
     # Deployments: reads need read-job, changes submit-job (Nomad's deployment_endpoint.go).
     ("GET", "/v1/deployments"): _READ_JOB,
     ("GET", "/v1/deployment/:id"): _READ_JOB,

@@ -24,6 +24,7 @@ from actors.api.core import (
     jobs,
     launch_routes,
     metrics_routes,
+    operator_routes,
     scaling_routes,
     search_routes,
 )
@@ -109,6 +110,7 @@ _ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/v1/metrics", metrics_routes.metrics),
     *event_routes.ROUTES,
     *deployment_routes.ROUTES,
+    *operator_routes.ROUTES,
 ]
 
 

@@ -191,6 +191,8 @@ def alloc_stub(
         "ModifyTime": alloc.modify_time,
         "TaskStates": task_states(alloc, job),
         "DeploymentStatus": deployment_status(alloc, deployment),
+        "PreemptedAllocations": list(alloc.preempted_allocations),
+        "PreemptedByAllocation": alloc.preempted_by_allocation,
     }
     if resources:
         tasks = task_resources(alloc, job)

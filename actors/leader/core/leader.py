@@ -36,6 +36,7 @@ from actors.leader.core.operator_ops import (
 )
 from actors.leader.core.periodic import PeriodicDispatcher
 from actors.leader.core.plan_eval import evaluate_plan
+from actors.leader.core.plan_followups import preemption_evals, set_scheduler_config
 from actors.leader.core.runs import end_waiting_run, runs_on_nodes, wait_deadline
 from actors.state import StateReader
 from contracts import (
@@ -321,6 +322,12 @@ class LeaderCore:
             )
         if kind in _DEPLOYMENT_KINDS:
             return self._deployment_request(request)
+        if kind is RequestKind.SET_SCHEDULER_CONFIG:
+            changes = set_scheduler_config(
+                self.state, request.scheduler_config, request.enforce_index
+            )
+            response = LeaderResponse(request.request_id, ok=True, updated=bool(changes))
+            return Decision(changes=changes, response=response)
         if kind is RequestKind.FORCE_PERIODIC:
             forced = self.periodic.force(request.namespace, request.job_id)
             return self._launch_write(request, forced)
@@ -425,7 +432,7 @@ class LeaderCore:
         deployments (deployment_plan.py; their watcher's timers start here)."""
         plan = submission.plan
         result = evaluate_plan(self.state, plan)
-        evals = submission.evals
+        evals = (*submission.evals, *preemption_evals(self.state, result, self.eval_for))
         if submission.completes is not None and plan_completes_eval(result):
             evals = (*evals, submission.completes)
         changes: list[StateChange] = []

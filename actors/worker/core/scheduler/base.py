@@ -104,6 +104,8 @@ class SchedulerBase:
         self.rebased_nodes = 0
         self.phases: PhaseLog | None = None  # set by an observer (tracing) to record phases
         self._prototypes: dict[tuple[str, str, int, str, str], Allocation] = {}
+        # Every job's allocations on a node, for preemption (preemptor.py); None: the state's.
+        self.node_allocs: Callable[[str], list[Allocation]] | None = None
         self._shared_resources: dict[tuple[int, int, int], AllocatedResources] = {}
 
     # -- the loop -----------------------------------------------------------------------------

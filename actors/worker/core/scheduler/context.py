@@ -227,6 +227,12 @@ class EvalContext:
             else:
                 pset.stopped(node, alloc.task_group)
 
+    def relabel(self, stopped: Allocation, **changes: object) -> None:
+        """Change fields of a stop already in the plan (the record `stop` was given)."""
+        updates = self.plan.node_update[stopped.node_id]
+        position = next(i for i, a in enumerate(updates) if a.id == stopped.id)
+        updates[position] = dataclasses.replace(updates[position], **changes)  # type: ignore[arg-type]
+
     def link_replacement(self, stopped: Allocation, replacement_id: str) -> None:
         """Point a stopped allocation at the one that replaces it (NextAllocation)."""
         updates = self.plan.node_update[stopped.node_id]

@@ -21,10 +21,12 @@ def new_scheduler(
     state: StateReader,
     planner: Planner,
     *,
-    algorithm: str = "binpack",
+    algorithm: str | None = None,
     now_ns: Callable[[], int] = wall_clock_ns,
     new_id: Callable[[], str] = new_uuid,
 ) -> SchedulerBase:
+    # The scheduler configuration's algorithm unless the caller names one.
+    algorithm = algorithm or state.scheduler_config().scheduler_algorithm.value
     if eval_type == "service":
         return GenericScheduler(
             state, planner, batch=False, algorithm=algorithm, now_ns=now_ns, new_id=new_id

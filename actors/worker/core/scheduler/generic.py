@@ -17,6 +17,7 @@ from actors.worker.core.scheduler.feasible import (
 )
 from actors.worker.core.scheduler.phases import now_ns
 from actors.worker.core.scheduler.planner import Planner, RefreshingPlanner
+from actors.worker.core.scheduler.preemptor import Preemptor, preempt_and_select
 from actors.worker.core.scheduler.rebase import move_loads, plan_rebase
 from actors.worker.core.scheduler.reconcile import (
     ALLOC_LOST,
@@ -71,6 +72,8 @@ class GenericScheduler(SchedulerBase):
         self.max_attempts = MAX_BATCH_ATTEMPTS if batch else MAX_SERVICE_ATTEMPTS
         self.share_policy = SharePolicy()  # how runs' ranks and gangs are placed
         self.deployment_id = ""  # the deployment this evaluation's placements join
+        job_type = "batch" if batch else "service"
+        self.preemption = state.scheduler_config().preemption_config.enabled_for(job_type)
         self._attempt_cache: AttemptCache | None = None
 
     def _reuse_attempt(self, ctx: EvalContext, job: Job) -> None:
@@ -314,12 +317,18 @@ class GenericScheduler(SchedulerBase):
             ctx.stop(previous, stopped)
         penalty = _penalty_nodes(placement) if placement.reschedule else frozenset()
         option = stack.select(penalty)
+        preemptor = None
+        if option is None and self.preemption and isinstance(stack, GroupStack):
+            preemptor = Preemptor(ctx, job, self.now_ns, self.node_allocs)
+            option = preempt_and_select(preemptor, stack)
         if option is None:
             if stopped is not None and previous is not None:
                 ctx.unstop(previous, stopped)
             self.failed_tg_allocs[placement.task_group.name] = stack.failure_metric()
             return None
         alloc = self._new_alloc(job, placement.task_group.name, placement.name, option, previous)
+        if preemptor is not None and preemptor.evicted:
+            alloc = preemptor.placed(alloc)
         if self.deployment_id:
             alloc = dataclasses.replace(alloc, deployment_id=self.deployment_id)
             if placement.canary:

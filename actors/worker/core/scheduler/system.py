@@ -17,6 +17,7 @@ from actors.worker.core.scheduler.context import EvalContext
 from actors.worker.core.scheduler.feasible import in_any_datacenter
 from actors.worker.core.scheduler.node_set import READY_NODES
 from actors.worker.core.scheduler.planner import Planner
+from actors.worker.core.scheduler.preemptor import Preemptor, preempt_and_select
 from actors.worker.core.scheduler.reconcile import (
     ALLOC_LOST,
     ALLOC_NODE_TAINTED,
@@ -49,6 +50,8 @@ class SystemScheduler(SchedulerBase):
         super().__init__(state, planner, algorithm=algorithm, now_ns=now_ns, new_id=new_id)
         self.sysbatch = sysbatch
         self.max_attempts = 2 if sysbatch else 5
+        job_type = "sysbatch" if sysbatch else "system"
+        self.preemption = state.scheduler_config().preemption_config.enabled_for(job_type)
 
     def _compute(self, ctx: EvalContext, job: Job | None) -> None:
         evaluation = self.eval
@@ -185,10 +188,16 @@ class SystemScheduler(SchedulerBase):
         tg_name = stack.tg.name
         node = self.state.node(node_id)
         option = stack.select_on(node) if node is not None else None
+        preemptor = None
+        if option is None and node is not None and self.preemption:
+            preemptor = Preemptor(ctx, job, self.now_ns, self.node_allocs)
+            option = preempt_and_select(preemptor, stack, node)
         if option is None:
             if not self._coalesce_failure(tg_name):
                 self.failed_tg_allocs[tg_name] = stack.failure_metric()
             return None
         alloc = self._new_alloc(job, tg_name, name, option, previous)
+        if preemptor is not None and preemptor.evicted:
+            alloc = preemptor.placed(alloc)
         ctx.place(alloc, option.node)
         return alloc
