@@ -152,6 +152,8 @@ def parse_rules(text: str) -> PolicyRules:
 
 
 def _load(text: str) -> dict[str, Any]:
+    if text == "":
+        return {}  # as Nomad's acl.Parse: empty rules are a policy that grants nothing
     if not isinstance(text, str) or not text.strip():
         raise ValidationError("Rules: expected a policy's rules, got nothing")
     stripped = text.lstrip()

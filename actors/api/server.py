@@ -397,7 +397,8 @@ def _encode(response: ApiResponse, close: bool) -> bytes:
     if response.content_type and isinstance(response.body, str):
         payload, content_type = response.body.encode(), response.content_type
     elif response.status >= 400 and isinstance(response.body, str):
-        payload, content_type = response.body.encode() + b"\n", "text/plain; charset=utf-8"
+        # The error text alone, as Nomad writes it (clients compare it exactly).
+        payload, content_type = response.body.encode(), "text/plain; charset=utf-8"
     else:
         payload, content_type = orjson.dumps(response.body), "application/json"
     try:

@@ -253,9 +253,11 @@ class AclService:
             raise ApiError(400, "Policies: a client token needs at least one policy")
         if type == "management" and policies:
             raise ApiError(400, "Policies: a management token takes no policies")
+        # As Nomad: a token may name policies that do not exist (yet); they grant nothing
+        # until they do (`_acl_of`).
         for name in policies:
-            if not isinstance(name, str) or self.store.policy(name) is None:
-                raise ApiError(400, f"Policies: cannot find policy {name!r}")
+            if not isinstance(name, str) or not name:
+                raise ApiError(400, f"Policies: expected policy names, got {name!r}")
 
     # -- policies -------------------------------------------------------------------------
 

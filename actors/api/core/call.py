@@ -19,6 +19,16 @@ from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
 _ERROR_STATUS = {"not-found": 404, "invalid": 400, "conflict": 409}
 
 
+def body_field(body: dict[str, Any], name: str) -> Any:
+    """A request body's field as Go's encoding/json finds it: the exact key, else one equal
+    to it ignoring case (python-nomad sends `UnHealthyAllocationIDs`, which Nomad reads as
+    `UnhealthyAllocationIDs`). None when absent."""
+    if name in body:
+        return body[name]
+    folded = name.casefold()
+    return next((v for k, v in body.items() if k.casefold() == folded), None)
+
+
 @dataclass(slots=True)
 class Call:
     request: ApiRequest

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.api.core import shapes
-from actors.api.core.call import Call
+from actors.api.core.call import Call, body_field
 from actors.api.core.deployment_shapes import deployment_json, deployment_lookup
 from actors.api.core.errors import bad_request, not_found
 from actors.api.core.http_types import ApiResponse
@@ -73,7 +73,8 @@ def fail_deployment(call: Call) -> ApiResponse:
 
 def pause_deployment(call: Call) -> ApiResponse:
     body = call.json_or_empty()
-    pause = body.get("Pause", False)
+    pause = body_field(body, "Pause")
+    pause = False if pause is None else pause
     if not isinstance(pause, bool):
         raise bad_request(f"Pause: expected true or false, got {pause!r}")
     return _write(call, RequestKind.PAUSE_DEPLOYMENT, pause=pause)
@@ -81,16 +82,16 @@ def pause_deployment(call: Call) -> ApiResponse:
 
 def promote_deployment(call: Call) -> ApiResponse:
     body = call.json_or_empty()
-    groups = _names(body.get("Groups"), "Groups")
-    if body.get("All") is True:
+    groups = _names(body_field(body, "Groups"), "Groups")
+    if body_field(body, "All") is True:
         groups = ()
     return _write(call, RequestKind.PROMOTE_DEPLOYMENT, groups=groups)
 
 
 def set_alloc_health(call: Call) -> ApiResponse:
     body = call.json_or_empty()
-    healthy = _names(body.get("HealthyAllocationIDs"), "HealthyAllocationIDs")
-    unhealthy = _names(body.get("UnhealthyAllocationIDs"), "UnhealthyAllocationIDs")
+    healthy = _names(body_field(body, "HealthyAllocationIDs"), "HealthyAllocationIDs")
+    unhealthy = _names(body_field(body, "UnhealthyAllocationIDs"), "UnhealthyAllocationIDs")
     if not healthy and not unhealthy:
         raise bad_request("must specify at least one healthy/unhealthy allocation ID")
     return _write(

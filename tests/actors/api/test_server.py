@@ -166,6 +166,26 @@ def test_bad_requests_are_answered_with_the_reason() -> None:
         server.stop()
 
 
+class Refuse:
+    """An API core that refuses everything with a Nomad error text."""
+
+    def handle(self, request: ApiRequest) -> ApiResponse:
+        return ApiResponse(400, "can't promote terminal deployment")
+
+
+def test_an_error_body_is_the_message_alone_as_nomad_writes_it() -> None:
+    """Clients compare Nomad's error text exactly (python-nomad's deployment tests do):
+    nothing is added to it, not even a newline."""
+    server = ApiHttpServer("127.0.0.1:0", cast(Api, Refuse())).start()
+    try:
+        host, port = str(server.server_address[0]), int(server.server_address[1])
+        head, _, body = _get(host, port, "/v1/deployment/promote/x").partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400") and b"Content-Type: text/plain" in head
+        assert body == b"can't promote terminal deployment"
+    finally:
+        server.stop()
+
+
 def test_blocking_queries_wait_on_the_loop_not_on_handler_threads() -> None:
     backend = MemoryBackend()
     api = Api(backend)
