@@ -142,7 +142,9 @@ def test_service_job_runs_then_stops(client: DroverClient) -> None:
 
 def test_rolling_update_replaces_allocations_max_parallel_at_a_time(client: DroverClient) -> None:
     base = job("rolling", 3, "e2e")
-    group = dataclasses.replace(base.task_groups[0], update=UpdateStrategy(max_parallel=1))
+    # One at a time, each healthy after 1 s of running (the deployment's pace).
+    update = UpdateStrategy(max_parallel=1, min_healthy_time_s=1.0)
+    group = dataclasses.replace(base.task_groups[0], update=update)
     client.run_job(base.replace(task_groups=(group,)))
     first = client.wait_for_allocs("rolling", count=3, timeout_s=30)
     task = dataclasses.replace(group.tasks[0], env={"RELEASE": "2"})  # a destructive change
