@@ -110,6 +110,12 @@ NEEDS: dict[tuple[str, str], Need] = {
     ("GET", "/v1/agent/self"): Need("agent"),
     ("GET", "/v1/agent/members"): NODE_READ,
     ("GET", "/v1/agent/servers"): Need("agent"),
+    ("PUT", "/v1/agent/join"): Need("agent", write=True),
+    ("POST", "/v1/agent/join"): Need("agent", write=True),
+    ("PUT", "/v1/agent/force-leave"): Need("agent", write=True),
+    ("POST", "/v1/agent/force-leave"): Need("agent", write=True),
+    ("GET", "/v1/client/stats"): NODE_READ,
+    ("GET", "/v1/client/allocation/:id/stats"): _READ_JOB,
     ("POST", "/v1/validate/job"): _ns("read-job"),
     ("PUT", "/v1/validate/job"): _ns("read-job"),
     # Nomad answers these without a token.

@@ -13,6 +13,7 @@ from typing import Any
 from actors.api.core.call import Call
 from actors.api.core.errors import ApiError
 from actors.api.core.http_types import ApiResponse
+from actors.api.core.streaming import values_of
 from contracts import ValidationError
 from contracts.jobspec import parse_json_with_warnings
 from contracts.jobspec.limits import size_problem
@@ -74,6 +75,26 @@ def agent_servers(call: Call) -> ApiResponse:
     return ApiResponse(200, [f"{host}:{port}"])
 
 
+def agent_join(call: Call) -> ApiResponse:
+    """Nomad answers a join it could not make with 200, `num_joined` 0 and the error; drover
+    runs one server and has no gossip pool another could join, so that is every join."""
+    addresses = [a for a in values_of(call.request.query, "address") if a]
+    if not addresses:
+        raise ApiError(400, "missing address to join")
+    listed = ", ".join(addresses)
+    error = f"drover runs a single server with no gossip pool: cannot join {listed}"
+    return ApiResponse(200, {"num_joined": 0, "error": error})
+
+
+def agent_force_leave(call: Call) -> ApiResponse:
+    """Nomad removes a failed member from the gossip pool and answers 200 whether or not
+    one had that name; drover's pool is its one server, which has no failed member."""
+    if not call.query("node"):
+        raise ApiError(400, "missing node to force leave")
+    call.flag("prune")  # checked as Nomad parses it; there is nothing to prune
+    return ApiResponse(200, None)
+
+
 def agent_health(call: Call) -> ApiResponse:
     ok = {"ok": True, "message": "ok"}
     return ApiResponse(200, {"client": ok, "server": ok})
@@ -110,6 +131,10 @@ ROUTES = [
     ("GET", "/v1/agent/members", agent_members),
     ("GET", "/v1/agent/servers", agent_servers),
     ("GET", "/v1/agent/health", agent_health),
+    ("PUT", "/v1/agent/join", agent_join),
+    ("POST", "/v1/agent/join", agent_join),
+    ("PUT", "/v1/agent/force-leave", agent_force_leave),
+    ("POST", "/v1/agent/force-leave", agent_force_leave),
     ("POST", "/v1/validate/job", validate_job),
     ("PUT", "/v1/validate/job", validate_job),
 ]

@@ -17,6 +17,7 @@ from urllib.parse import unquote
 from actors.api.core import (
     acl_routes,
     agent_routes,
+    client_routes,
     cluster,
     deployment_routes,
     dstack_routes,
@@ -107,6 +108,7 @@ _ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/v1/regions", cluster.regions),
     *acl_routes.ROUTES,
     *agent_routes.ROUTES,
+    *client_routes.ROUTES,
     ("GET", "/v1/metrics", metrics_routes.metrics),
     *event_routes.ROUTES,
     *deployment_routes.ROUTES,

@@ -59,3 +59,21 @@ def test_false_forms_stop_without_purging(call: Client, value: str) -> None:
     assert stopped.status == 200 and stopped.body["Stop"] is True
     bad = call("DELETE", "/v1/job/web", purge="maybe")
     assert bad.status == 400 and "purge" in bad.body
+
+
+def test_a_join_is_answered_as_nomad_answers_one_it_could_not_make(call: Client) -> None:
+    joined = call("PUT", "/v1/agent/join", address="nope")
+    assert joined.status == 200 and joined.body["num_joined"] == 0
+    assert "nope" in joined.body["error"] and "single server" in joined.body["error"]
+    missing = call("POST", "/v1/agent/join")
+    assert (missing.status, missing.body) == (400, "missing address to join")
+
+
+def test_force_leave_of_a_member_drover_does_not_have_is_a_200(call: Client) -> None:
+    left = call("PUT", "/v1/agent/force-leave", node="nope")
+    assert (left.status, left.body) == (200, None)
+    assert call("PUT", "/v1/agent/force-leave", node="nope", prune="true").status == 200
+    bad = call("PUT", "/v1/agent/force-leave", node="nope", prune="maybe")
+    assert bad.status == 400 and "prune" in bad.body
+    missing = call("POST", "/v1/agent/force-leave")
+    assert (missing.status, missing.body) == (400, "missing node to force leave")
