@@ -15,8 +15,8 @@ With ACLs on, any valid token may search; it sees only the contexts its policies
 (jobs, evaluations and allocations: read-job in the namespace; nodes and node pools: node
 read), and naming a context it may not read is a 403, as in Nomad.
 
-drover keeps no deployments, CSI plugins or volumes, or variables: those contexts are valid
-and always empty.
+drover keeps no CSI plugins or volumes, or variables: those contexts are valid and always
+empty.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ CONTEXTS = (
     "vars",
     "volumes",
 )
-_ALWAYS_EMPTY = frozenset({"deployment", "plugins", "vars", "volumes"})
+_ALWAYS_EMPTY = frozenset({"plugins", "vars", "volumes"})
 _FUZZY_PREFIXED = frozenset({"evals", "deployment", "scaling_policy", "volumes"})
 _JOB_READ = frozenset({"allocs", "evals", "jobs", "deployment", "scaling_policy"})
 _NODE_READ = frozenset({"nodes", "node_pools"})
@@ -154,6 +154,12 @@ def _ids(state: StateReader, context: str, namespace: str, acl: Acl | None) -> I
         yield from _node_pools(state)
     elif context == "namespaces":
         yield from _namespaces(state)
+    elif context == "deployment":
+        yield from (
+            d.id
+            for d in state.deployments()
+            if _in(d.namespace, namespace) and readable(d.namespace)
+        )
     elif context == "scaling_policy":
         yield from (
             pid for pid, job, _ in group_policies(state, namespace) if readable(job.namespace)
@@ -189,7 +195,7 @@ def prefix_search(call: Call) -> ApiResponse:
     return call.read(_TABLES, render)
 
 
-_TABLES = ("jobs", "evals", "allocs", "nodes")
+_TABLES = ("jobs", "evals", "allocs", "nodes", "deployment")
 
 
 # -- fuzzy search -------------------------------------------------------------------------------

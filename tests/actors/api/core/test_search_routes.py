@@ -41,7 +41,9 @@ def test_prefix_search_finds_each_kind_of_record_by_its_id(
     assert set(everything["Matches"]) == set(CONTEXTS) == set(everything["Truncations"])
     assert everything["Matches"]["namespaces"] == ["default"]
     assert everything["Matches"]["node_pools"] == ["all", "default"]
-    assert everything["Matches"]["deployment"] == []  # drover keeps none
+    # web.nomad's update block rolled its version out under a deployment.
+    deployment_id = call("GET", "/v1/job/web/deployment").body["ID"]
+    assert everything["Matches"]["deployment"] == [deployment_id]
 
     def only(prefix: str, context: str) -> list[str]:
         reply = call("POST", "/v1/search", {"Prefix": prefix, "Context": context})
