@@ -18,7 +18,7 @@ job "web" {
   update {
     max_parallel     = 2
     stagger          = "15s"
-    min_healthy_time = "5s"
+    min_healthy_time = "2s"
     healthy_deadline = "2m"
   }
 

@@ -156,6 +156,28 @@ def _await_eval(api: ApiClient, reply: dict[str, Any]) -> None:
         time.sleep(0.1)
 
 
+def _settle_deployment(api: ApiClient, job_id: str, timeout_s: float = 90.0) -> None:
+    """Wait for the job's deployment to end, promoting its canaries once they are healthy
+    (as `drover deployment promote` would); prints what it did."""
+    deadline = time.monotonic() + timeout_s
+    promoted = ""
+    while time.monotonic() < deadline:
+        deployment = api.get(f"/v1/job/{job_id}/deployment")
+        if deployment is None or deployment["Status"] not in ("running", "paused"):
+            if deployment is not None:
+                print(f"   deployment {deployment['ID'][:8]}: {deployment['StatusDescription']}")
+            return
+        groups = deployment["TaskGroups"].values()
+        waiting = [g for g in groups if g["DesiredCanaries"] and not g["Promoted"]]
+        ready = waiting and all(g["HealthyAllocs"] >= g["DesiredCanaries"] for g in waiting)
+        if ready and promoted != deployment["ID"]:
+            api.post(f"/v1/deployment/promote/{deployment['ID']}", {"All": True})
+            promoted = deployment["ID"]
+            print(f"   deployment {promoted[:8]}: canaries healthy, promoted")
+        time.sleep(0.2)
+    raise TimeoutError(f"the deployment of {job_id} did not end in {timeout_s:.0f}s")
+
+
 def _lifecycle(api: ApiClient) -> None:
     print("3. `job scale` raises web's api (as an autoscaler would); `job run` resets it;")
     print("   -preserve-counts keeps it")
@@ -164,6 +186,7 @@ def _lifecycle(api: ApiClient) -> None:
     target = group["Scaling"]["Max"] if group.get("Scaling") else group["Count"] + 2
 
     def scale(message: str) -> None:
+        _settle_deployment(api, "web")  # Nomad refuses to scale during a deployment
         body = {"Count": target, "Target": {"Group": group["Name"]}, "Message": message}
         _await_eval(api, api.post("/v1/job/web/scale", body))
         print(f"   after scale {group['Name']} to {target}: {_counts(api, 'web')}")

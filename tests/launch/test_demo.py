@@ -102,7 +102,10 @@ def test_every_job_is_placed(output: str) -> None:
     for job in ("web", "web-1", "web-6", "node-exporter", "nightly-report", "train"):
         row = re.search(rf"^{re.escape(job)}\s+\w+\s+(\w+)\s+(\d+)", output, re.MULTILINE)
         assert row is not None, job
-        assert row.group(1) == "running" and int(row.group(2)) > 0, row.group(0)
+        # The batch job (30 s of work) may have finished by the time the demo's deployments
+        # have rolled out: dead after running to completion is placed too.
+        done = ("running", "dead") if job == "nightly-report" else ("running",)
+        assert row.group(1) in done and int(row.group(2)) > 0, row.group(0)
 
 
 def test_everything_the_demo_started_is_stopped(demo: DemoRun) -> None:

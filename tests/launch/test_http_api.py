@@ -129,6 +129,8 @@ def test_jobs_endpoints_over_http(system: DroverSystem) -> None:
     assert planned["Annotations"]["DesiredTGUpdates"]["frontend"]["Ignore"] == 3
     evaluated = http(system, "POST", "/v1/job/web/evaluate", {})[1]
     assert evaluated["EvalID"]
+    # Scaling waits out the version's deployment (Nomad refuses it while one is active).
+    wait_for(lambda: http(system, "GET", "/v1/job/web/deployment")[1]["Status"] == "successful")
     scaled = http(system, "POST", "/v1/job/web/scale", {"Count": 3, "Target": {"Group": "api"}})
     assert scaled[0] == 200
     events = http(system, "GET", "/v1/job/web/scale")[1]["TaskGroups"]["api"]["Events"]

@@ -74,12 +74,12 @@ def test_web_example_is_canonicalised_like_nomad() -> None:
     ]
     # The job's update block is copied into groups without one, merged under ones with one.
     job_update = UpdateStrategy(
-        max_parallel=2, stagger_s=15.0, min_healthy_time_s=5.0, healthy_deadline_s=120.0
+        max_parallel=2, stagger_s=15.0, min_healthy_time_s=2.0, healthy_deadline_s=120.0
     )
     assert job.update == job_update
     assert frontend.update == job_update
     assert api.update == UpdateStrategy(
-        max_parallel=1, stagger_s=15.0, min_healthy_time_s=5.0, healthy_deadline_s=120.0, canary=1
+        max_parallel=1, stagger_s=15.0, min_healthy_time_s=2.0, healthy_deadline_s=120.0, canary=1
     )
     assert frontend.reschedule_policy == DEFAULT_SERVICE_RESCHEDULE
     assert api.reschedule_policy == ReschedulePolicy(3, 3600.0, 10.0, False)

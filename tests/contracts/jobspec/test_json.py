@@ -44,7 +44,7 @@ def test_web_json_canonical_values() -> None:
     assert api.count == 2  # "Count": null falls back to Scaling.Min
     assert api.reschedule_policy == ReschedulePolicy(3, 3600.0, 10.0, False)
     assert api.tasks[0].kill_timeout_s == 20.0  # nanoseconds -> seconds
-    assert frontend.update == job.update == UpdateStrategy(2, 15.0, 5.0, 120.0)
+    assert frontend.update == job.update == UpdateStrategy(2, 15.0, 2.0, 120.0)
     assert frontend.reschedule_policy == DEFAULT_SERVICE_RESCHEDULE
 
 
