@@ -4,6 +4,7 @@ polling, filtered by topic and key, and resumes from an index; each topic's ACL 
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import queue
 import socket
@@ -87,6 +88,9 @@ class Stream:
         url = urlsplit(system.http_address)
         self.conn = http.client.HTTPConnection(url.hostname or "", url.port, timeout=120)
         self.conn.request("GET", f"/v1/event/stream?{query}", headers={"X-Nomad-Token": token})
+        # Kept: http.client lets go of the socket once a response that will close has begun,
+        # and closing the response then waits for the reader thread's blocked read.
+        self.sock = self.conn.sock
         self.response = self.conn.getresponse()
         self.status = self.response.status
         self.lines: queue.Queue[dict[str, Any]] = queue.Queue()
@@ -118,8 +122,9 @@ class Stream:
         return events
 
     def close(self) -> None:
-        if self.conn.sock is not None:
-            self.conn.sock.shutdown(socket.SHUT_RDWR)
+        if self.sock is not None:
+            with contextlib.suppress(OSError):
+                self.sock.shutdown(socket.SHUT_RDWR)
         self.response.close()
         self.conn.close()
 
