@@ -30,9 +30,9 @@ import redis
 from opentelemetry.trace import INVALID_SPAN, Span
 
 from actors.leader.core.heartbeats import HeartbeatTracker
-from actors.leader.core.launches import launched_at
 from actors.leader.core.leader import Decision, LeaderCore, plan_completes_eval
 from actors.leader.core.plan_queue import PlanQueue
+from actors.leader.core.repeated_requests import repeated_answer
 from actors.leader.durable_log import DurableLog, Fence, NotLeaderError
 from actors.leader.plan_hold import PlanHold
 from actors.leader.snapshots import SnapshotPolicy, SnapshotWriter
@@ -367,35 +367,8 @@ class LeaderService:
         )
 
     def _repeated(self, request: LeaderRequest, index: int) -> LeaderResponse:
-        """The answer to a request applied before (delivered again, or re-read from the
-        stream by a leader that took over before it was answered): what its entry left in
-        the store, so that `job run` gets the eval it created, as the first time."""
-        response = LeaderResponse(request.request_id, ok=True, index=index)
-        job_id = request.job.id if request.job is not None else request.job_id
-        if not job_id:
-            return response
-        namespace = request.job.namespace if request.job is not None else request.namespace
-        if request.kind in (RequestKind.DISPATCH_JOB, RequestKind.FORCE_PERIODIC):
-            child = launched_at(self.store, self.core.periodic.children, namespace, job_id, index)
-            if child is None:
-                return response
-            job_id = child.id
-            response = dataclasses.replace(response, dispatched_job_id=job_id)
-        created = tuple(
-            e.id for e in self.store.evals_by_job(namespace, job_id) if e.create_index == index
-        )
-        versions = self.store.job_versions(namespace, job_id)
-        if any(v.job_modify_index == index for v in versions):
-            job_modify_index = index  # the write made a version
-        else:
-            job = self.store.job(namespace, job_id)
-            job_modify_index = job.job_modify_index if job is not None else 0
-        return dataclasses.replace(
-            response,
-            eval_id=created[0] if created else "",
-            eval_ids=created if len(created) > 1 else (),
-            job_modify_index=job_modify_index,
-        )
+        """The answer to a request applied before (repeated_requests.py)."""
+        return repeated_answer(self.store, self.core.periodic.children, request, index)
 
     def _apply_plan(
         self, submission: PlanSubmission, trace: Mapping[str, str] | None = None

@@ -13,6 +13,7 @@ import pytest
 
 from actors.leader.core.deadlines import DeadlineKind
 from actors.leader.core.leader import LeaderCore
+from actors.leader.core.repeated_requests import repeated_answer
 from actors.state import StateStore
 from contracts import EvalStatus, Job, JobStatus, JobType, Resources, Task, TaskGroup, TriggeredBy
 from contracts.launch import DispatchPayload, ParameterizedConfig, PeriodicConfig
@@ -346,3 +347,16 @@ def test_force_launches_now_and_refuses_a_non_periodic_job(
     assert not refused.ok and "non-periodic" in refused.error
     missing = ask(core, store, LeaderRequest(RequestKind.FORCE_PERIODIC, job_id="nope"))
     assert not missing.ok and missing.error_kind == "not-found"
+
+
+def test_a_repeated_dispatch_is_answered_with_the_child_it_made(
+    setup: tuple[LeaderCore, StateStore],
+) -> None:
+    core, store = setup
+    register(core, store, template(parameterized=ParameterizedConfig()))
+    request = LeaderRequest(RequestKind.DISPATCH_JOB, request_id="d1", job_id="report")
+    first = ask(core, store, request)
+    index = store.latest_index()  # the dispatch's own entry (the leader's `applied` map)
+    again = repeated_answer(store, core.periodic.children, request, index)
+    assert again.dispatched_job_id == first.dispatched_job_id
+    assert again.eval_id == first.eval_id and again.index == index
