@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
 
@@ -14,7 +14,10 @@ from actors.api.core.blocking import blocking_read
 from actors.api.core.errors import ApiError, bad_request
 from actors.api.core.http_types import ApiRequest, ApiResponse
 from actors.state import StateReader
+from contracts.codec import CodecError, from_wire
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
+
+T = TypeVar("T")
 
 _ERROR_STATUS = {"not-found": 404, "invalid": 400, "conflict": 409}
 
@@ -27,6 +30,18 @@ def body_field(body: dict[str, Any], name: str) -> Any:
         return body[name]
     folded = name.casefold()
     return next((v for k, v in body.items() if k.casefold() == folded), None)
+
+
+def typed_field(body: dict[str, Any], name: str, tp: type[T], default: T) -> T:
+    """A body field (found as `body_field` finds it) decoded as `tp` by the records' codec:
+    `default` when absent or null, a 400 naming the field and value when it is not a `tp`."""
+    value = body_field(body, name)
+    if value is None:
+        return default
+    try:
+        return from_wire(tp, value, name)
+    except CodecError as exc:
+        raise bad_request(str(exc)) from None
 
 
 @dataclass(slots=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.api.core import shapes
-from actors.api.core.call import Call, body_field
+from actors.api.core.call import Call, typed_field
 from actors.api.core.deployment_shapes import deployment_json, deployment_lookup
 from actors.api.core.errors import bad_request, not_found
 from actors.api.core.http_types import ApiResponse
@@ -73,25 +73,22 @@ def fail_deployment(call: Call) -> ApiResponse:
 
 def pause_deployment(call: Call) -> ApiResponse:
     body = call.json_or_empty()
-    pause = body_field(body, "Pause")
-    pause = False if pause is None else pause
-    if not isinstance(pause, bool):
-        raise bad_request(f"Pause: expected true or false, got {pause!r}")
+    pause = typed_field(body, "Pause", bool, False)
     return _write(call, RequestKind.PAUSE_DEPLOYMENT, pause=pause)
 
 
 def promote_deployment(call: Call) -> ApiResponse:
     body = call.json_or_empty()
-    groups = _names(body_field(body, "Groups"), "Groups")
-    if body_field(body, "All") is True:
+    groups = typed_field(body, "Groups", tuple[str, ...], ())
+    if typed_field(body, "All", bool, False):
         groups = ()
     return _write(call, RequestKind.PROMOTE_DEPLOYMENT, groups=groups)
 
 
 def set_alloc_health(call: Call) -> ApiResponse:
     body = call.json_or_empty()
-    healthy = _names(body_field(body, "HealthyAllocationIDs"), "HealthyAllocationIDs")
-    unhealthy = _names(body_field(body, "UnhealthyAllocationIDs"), "UnhealthyAllocationIDs")
+    healthy = typed_field(body, "HealthyAllocationIDs", tuple[str, ...], ())
+    unhealthy = typed_field(body, "UnhealthyAllocationIDs", tuple[str, ...], ())
     if not healthy and not unhealthy:
         raise bad_request("must specify at least one healthy/unhealthy allocation ID")
     return _write(
@@ -124,14 +121,6 @@ def _require(state: StateReader, call: Call) -> Deployment:
 
 def _newest_first(deployments: list[Deployment]) -> list[Deployment]:
     return sorted(deployments, key=lambda d: d.create_index, reverse=True)
-
-
-def _names(value: Any, field: str) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise bad_request(f"{field}: expected a list of strings, got {value!r:.80}")
-    return tuple(value)
 
 
 ROUTES = [

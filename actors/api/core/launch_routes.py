@@ -7,22 +7,21 @@ parameter and python-nomad in the body (as `idempotency_token`); all three spell
 
 from __future__ import annotations
 
-from typing import Any
-
-from actors.api.core.call import Call
-from actors.api.core.errors import bad_request
+from actors.api.core.call import Call, typed_field
 from actors.api.core.http_types import ApiResponse
 from contracts.messages import RequestKind
 
 
 def dispatch_job(call: Call) -> ApiResponse:
     body = call.json_or_empty()
-    meta = _str_map(body.get("Meta"), "Meta")
-    payload = _str(body.get("Payload"), "Payload")
-    template = _str(body.get("IdPrefixTemplate"), "IdPrefixTemplate")
-    token = _str(
-        body.get("IdempotencyToken") or body.get("idempotency_token"), "IdempotencyToken"
-    ) or call.query("idempotency_token")
+    meta = typed_field(body, "Meta", dict[str, str], {})
+    payload = typed_field(body, "Payload", str, "")
+    template = typed_field(body, "IdPrefixTemplate", str, "")
+    token = (
+        typed_field(body, "IdempotencyToken", str, "")
+        or typed_field(body, "idempotency_token", str, "")
+        or call.query("idempotency_token")
+    )
     response = call.write(
         RequestKind.DISPATCH_JOB,
         job_id=call.params["id"],
@@ -60,19 +59,3 @@ def force_periodic(call: Call) -> ApiResponse:
         },
         index=response.index,
     )
-
-
-def _str(value: Any, field: str) -> str:
-    if value is None:
-        return ""
-    if not isinstance(value, str):
-        raise bad_request(f"{field}: expected a string, got {type(value).__name__}")
-    return value
-
-
-def _str_map(value: Any, field: str) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-        raise bad_request(f"{field}: expected a map of strings, got {value!r:.80}")
-    return {str(k): v for k, v in value.items()}
