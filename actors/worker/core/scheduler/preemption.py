@@ -12,7 +12,8 @@ of lower-priority jobs makes room is chosen:
 - among nodes, the one whose victims have the lowest top priority wins, then fewer victims,
   then less evicted (Nomad scores nodes by the preempted allocations' priorities).
 
-Work is bounded: at most MAX_NODES feasible nodes are examined per placement.
+Work is bounded: at most MAX_NODES feasible nodes are examined per placement, and on each
+at most MAX_CANDIDATES allocations (the lowest priorities, largest first) are considered.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from contracts import Allocation
 
 PRIORITY_DELTA = 10
 MAX_NODES = 100
+MAX_CANDIDATES = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +70,9 @@ def choose_victims(
     node) is freed; () if nothing is missing, None if the candidates cannot free it."""
     if _met(missing):
         return ()
+    considered = sorted(candidates, key=lambda c: (c.priority, [-s for s in c.size], c.alloc.id))
     by_priority: dict[int, list[Candidate]] = {}
-    for candidate in candidates:
+    for candidate in considered[:MAX_CANDIDATES]:
         by_priority.setdefault(candidate.priority, []).append(candidate)
     remaining = list(missing)
     chosen: list[Candidate] = []

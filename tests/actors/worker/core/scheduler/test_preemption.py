@@ -4,7 +4,12 @@ TestServiceSched_Preemption), under the scheduler configuration's switches."""
 
 from __future__ import annotations
 
-from actors.worker.core.scheduler.preemption import Candidate, best_eviction, choose_victims
+from actors.worker.core.scheduler.preemption import (
+    MAX_CANDIDATES,
+    Candidate,
+    best_eviction,
+    choose_victims,
+)
 from actors.worker.core.scheduler.preemptor import PREEMPTED_BY
 from contracts import AllocatedResources, Allocation, DesiredStatus, EvalStatus, JobType
 from contracts.scheduler_config import (
@@ -130,3 +135,12 @@ def test_the_configured_algorithm_is_used(h, build) -> None:
     _, ev = h.register(web)
     [plan] = h.process(ev).plans
     assert build.placed(plan)[0].node_id == "node-1" != used.node_id
+
+
+def test_at_most_max_candidates_are_considered_on_a_node() -> None:
+    """A node crowded with tiny allocations costs a bounded search: beyond MAX_CANDIDATES
+    (the lowest priorities first) none is looked at, even if more would make room."""
+    tiny = [victim(f"t{i:03d}", 10, 10, 10) for i in range(3 * MAX_CANDIDATES)]
+    enough = choose_victims((10 * MAX_CANDIDATES, 0, 0), tiny)
+    assert enough is not None and len(enough) == MAX_CANDIDATES
+    assert choose_victims((10 * MAX_CANDIDATES + 1, 0, 0), tiny) is None
