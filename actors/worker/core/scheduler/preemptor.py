@@ -113,6 +113,12 @@ class Preemptor:
     # -- what a node lacks, and what on it may go --------------------------------------------
 
     def _feasible(self, stack: GroupStack) -> Iterator[str]:
+        """The group's feasible nodes: its ring's, which the failed walk completed, checked
+        again only if it has none yet."""
+        ring = stack.ring
+        if ring is not None and ring.complete:
+            yield from (entry[0].id for entry in ring.entries)
+            return
         metrics = FilterMetrics()
         for node in stack.base_nodes:
             if stack.feasibility.check(node, metrics):
