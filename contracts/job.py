@@ -55,6 +55,29 @@ class UpdateStrategy:
     health_check: str = "checks"
 
 
+MIGRATE_HEALTH_CHECKS = ("checks", "task_states")
+
+
+@dataclass(frozen=True, slots=True)
+class MigrateStrategy:
+    """The `migrate` block: how a service group's allocations leave draining nodes (Nomad's
+    MigrateStrategy, defaults as Nomad's; the leader's drainer, actors/leader/core/drainer.py).
+    At most `max_parallel` of the group are migrating at once: another is marked only once
+    the group's replacements are healthy, that is running for `min_healthy_time` (drover's
+    tasks have no service checks, so "checks" and "task_states" both mean running), or past
+    `healthy_deadline` without being so (then counted, as Nomad counts an unhealthy one)."""
+
+    max_parallel: int = 1
+    health_check: str = "checks"
+    min_healthy_time_s: float = 10.0
+    healthy_deadline_s: float = 300.0
+
+
+# What a service group without a migrate block drains by (Nomad gives every service group
+# this one when it canonicalizes the job; records built in code may have none).
+DEFAULT_MIGRATE = MigrateStrategy()
+
+
 @dataclass(frozen=True, slots=True)
 class ReschedulePolicy:
     """When a failed allocation is replaced. unlimited: always (service default)."""
@@ -98,6 +121,9 @@ class TaskGroup:
     tasks: tuple[Task, ...] = field(default_factory=tuple)
     meta: dict[str, str] = field(default_factory=dict)
     update: UpdateStrategy | None = None
+    # A job file's service group always has one (Nomad's default unless it says otherwise);
+    # only service groups may (see contracts/jobspec/validate.py).
+    migrate: MigrateStrategy | None = None
     reschedule_policy: ReschedulePolicy | None = None
     ephemeral_disk_mb: int = 0
     # A dstack run's ranges, placed on instance blocks instead of the tasks' fixed asks.

@@ -3,8 +3,9 @@
 Defaults that depend on what was *set* are applied here, where that is still known, the way
 Nomad's api Canonicalize does: count falls back to scaling.min, a group's `update` and
 `reschedule` are the job's merged with the group's own fields, a partial reschedule block
-is completed from the job type's default policy, and a group without an ephemeral disk size
-gets Nomad's 300 MB.
+is completed from the job type's default policy, a group's `migrate` is the job's merged with
+the group's own fields (the rest Nomad's defaults; canonical.py gives a service group without
+one the default), and a group without an ephemeral disk size gets Nomad's 300 MB.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from contracts.job import (
     DEFAULT_SERVICE_RESCHEDULE,
     Job,
     JobType,
+    MigrateStrategy,
     ReschedulePolicy,
     Task,
     TaskGroup,
@@ -45,6 +47,12 @@ _UPDATE_FIELDS = {
     "auto_promote": "auto_promote",
     "progress_deadline": "progress_deadline_s",
     "health_check": "health_check",
+}
+_MIGRATE_FIELDS = {
+    "max_parallel": "max_parallel",
+    "health_check": "health_check",
+    "min_healthy_time": "min_healthy_time_s",
+    "healthy_deadline": "healthy_deadline_s",
 }
 _RESCHEDULE_FIELDS = {
     "attempts": "attempts",
@@ -74,7 +82,11 @@ def build_job(n: Norm) -> Job:
     job_type = JobType(n.get("type", JobType.SERVICE.value))
     job_update: Norm | None = n.get("update")
     job_reschedule: Norm | None = n.get("reschedule")
-    groups = tuple(build_group(g, job_type, job_update, job_reschedule) for g in n.get("group", ()))
+    job_migrate: Norm | None = n.get("migrate")
+    groups = tuple(
+        build_group(g, job_type, job_update, job_reschedule, job_migrate)
+        for g in n.get("group", ())
+    )
     fields: dict[str, Any] = {
         k: n[k]
         for k in ("name", "namespace", "priority", "all_at_once", "node_pool", "stop")
@@ -97,7 +109,11 @@ def build_job(n: Norm) -> Job:
 
 
 def build_group(
-    n: Norm, job_type: JobType, job_update: Norm | None, job_reschedule: Norm | None
+    n: Norm,
+    job_type: JobType,
+    job_update: Norm | None,
+    job_reschedule: Norm | None,
+    job_migrate: Norm | None = None,
 ) -> TaskGroup:
     scaling = _scaling(n["scaling"]) if "scaling" in n else None
     count = n.get("count")
@@ -107,6 +123,8 @@ def build_group(
     has_update = "update" in n or bool(job_update)  # an empty job update is not inherited
     reschedule = {**(job_reschedule or {}), **n.get("reschedule", {})}
     has_reschedule = job_reschedule is not None or "reschedule" in n
+    migrate = {**(job_migrate or {}), **n.get("migrate", {})}
+    has_migrate = job_migrate is not None or "migrate" in n
     base = default_reschedule(job_type) or NO_RESCHEDULE
     return TaskGroup(
         name=n.get("name", ""),
@@ -118,6 +136,7 @@ def build_group(
         tasks=tuple(_task(t) for t in n.get("task", ())),
         meta=dict(n.get("meta", {})),
         update=UpdateStrategy(**_pick(update, _UPDATE_FIELDS)) if has_update else None,
+        migrate=MigrateStrategy(**_pick(migrate, _MIGRATE_FIELDS)) if has_migrate else None,
         reschedule_policy=(
             replace(base, **_pick(reschedule, _RESCHEDULE_FIELDS))
             if has_reschedule

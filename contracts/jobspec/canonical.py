@@ -1,7 +1,8 @@
 """Nomad's Canonicalize for a Job record: fill the defaults a record can still tell are unset.
 
 The parsers already apply the defaults that depend on which fields were written (count from
-scaling.min, update/reschedule merging); this pass covers the rest and also makes jobs built
+scaling.min, update/reschedule/migrate merging); this pass covers the rest (a service group
+without a migrate block gets Nomad's default one) and also makes jobs built
 in code (tests, the API) look like parsed ones. It is idempotent.
 """
 
@@ -10,10 +11,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 from contracts.job import (
+    DEFAULT_MIGRATE,
     DEFAULT_NAMESPACE,
     DEFAULT_NODE_POOL,
     DEFAULT_PRIORITY,
     Job,
+    JobType,
     TaskGroup,
     UpdateStrategy,
 )
@@ -44,4 +47,9 @@ def _group(tg: TaskGroup, job: Job) -> TaskGroup:
     reschedule = tg.reschedule_policy
     if reschedule is None:
         reschedule = default_reschedule(job.type)
-    return replace(tg, scaling=scaling, update=update, reschedule_policy=reschedule)
+    migrate = tg.migrate
+    if migrate is None and job.type == JobType.SERVICE:
+        migrate = DEFAULT_MIGRATE
+    return replace(
+        tg, scaling=scaling, update=update, migrate=migrate, reschedule_policy=reschedule
+    )

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from contracts.job import JobType
+from contracts.job import MIGRATE_HEALTH_CHECKS, JobType
 
 
 class Kind(Enum):
@@ -164,6 +164,16 @@ UPDATE = Obj(
     ),
 )
 
+MIGRATE = Obj(
+    "migrate",
+    (
+        Field("max_parallel", "MaxParallel", Kind.INT),
+        Field("health_check", "HealthCheck", Kind.CHOICE, choices=MIGRATE_HEALTH_CHECKS),
+        Field("min_healthy_time", "MinHealthyTime", Kind.DURATION),
+        Field("healthy_deadline", "HealthyDeadline", Kind.DURATION),
+    ),
+)
+
 RESCHEDULE = Obj(
     "reschedule",
     (
@@ -281,6 +291,7 @@ GROUP = Obj(
         Field("task", "Tasks", Kind.OBJS, TASK, label_key="name"),
         Field("meta", "Meta", Kind.STR_MAP),
         Field("update", "Update", Kind.OBJ, UPDATE),
+        Field("migrate", "Migrate", Kind.OBJ, MIGRATE),
         Field("reschedule", "ReschedulePolicy", Kind.OBJ, RESCHEDULE),
         Field("ephemeral_disk", "EphemeralDisk", Kind.OBJ, EPHEMERAL_DISK),
     ),
@@ -288,7 +299,6 @@ GROUP = Obj(
         Ignored("volume", "Volumes"),
         Ignored("restart", "RestartPolicy"),
         Ignored("disconnect", "Disconnect"),
-        Ignored("migrate", "Migrate"),
         Ignored("network", "Networks"),
         Ignored("service", "Services"),
         Ignored("shutdown_delay", "ShutdownDelay", 0),
@@ -318,6 +328,7 @@ JOB = Obj(
         Field("spread", "Spreads", Kind.OBJS, SPREAD),
         Field("group", "TaskGroups", Kind.OBJS, GROUP, label_key="name"),
         Field("update", "Update", Kind.OBJ, UPDATE),
+        Field("migrate", "Migrate", Kind.OBJ, MIGRATE),
         Field("reschedule", "Reschedule", Kind.OBJ, RESCHEDULE),
         Field("meta", "Meta", Kind.STR_MAP),
         Field("periodic", "Periodic", Kind.OBJ, PERIODIC),
@@ -327,7 +338,6 @@ JOB = Obj(
     ignored=(
         Ignored("region", "Region", "global"),
         Ignored("multiregion", "Multiregion"),
-        Ignored("migrate", "Migrate"),
         Ignored("ui", "UI"),
         Ignored("vault", None),
         Ignored("consul_token", "ConsulToken", ""),

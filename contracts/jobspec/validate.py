@@ -14,7 +14,16 @@ from collections.abc import Iterable
 from contracts.constraints import AFFINITY_OPERATORS, CONSTRAINT_OPERATORS, Affinity, Constraint
 from contracts.constraints import Spread as SpreadRule
 from contracts.errors import ValidationError
-from contracts.job import MAX_PRIORITY, MIN_PRIORITY, Job, JobType, Task, TaskGroup
+from contracts.job import (
+    MAX_PRIORITY,
+    MIGRATE_HEALTH_CHECKS,
+    MIN_PRIORITY,
+    Job,
+    JobType,
+    Task,
+    TaskGroup,
+)
+from contracts.job import MigrateStrategy as Migrate
 from contracts.job import ReschedulePolicy as Reschedule
 from contracts.job import UpdateStrategy as Update
 from contracts.jobspec.launch_blocks import launch_problems
@@ -91,6 +100,8 @@ def _group(job: Job, tg: TaskGroup, where: str, out: list[str]) -> None:
     _placement(job, tg.constraints, tg.affinities, tg.spreads, where, out)
     if tg.update is not None:
         _update(tg.update, where, out)
+    if tg.migrate is not None:
+        _migrate(job, tg.migrate, where, out)
     if tg.reschedule_policy is not None:
         _reschedule(tg.reschedule_policy, where, out)
     if not tg.tasks:
@@ -258,6 +269,31 @@ def _update(u: Update, where: str, out: list[str]) -> None:
         out.append(
             f"{where}: update.min_healthy_time {u.min_healthy_time_s}s must be less than "
             f"healthy_deadline {u.healthy_deadline_s}s"
+        )
+
+
+def _migrate(job: Job, m: Migrate, where: str, out: list[str]) -> None:
+    """Nomad's TaskGroup.Validate (only service jobs may have one) and MigrateStrategy's."""
+    if job.type != JobType.SERVICE:
+        if job.type in tuple(JobType):  # an unknown type is reported once, for the job
+            out.append(f'{where}: job type "{job.type}" does not allow a migrate block')
+        return
+    if m.max_parallel < 0:
+        out.append(f"{where}: migrate.max_parallel {m.max_parallel} must not be negative")
+    if m.health_check not in MIGRATE_HEALTH_CHECKS:
+        choices = ", ".join(MIGRATE_HEALTH_CHECKS)
+        out.append(f'{where}: migrate.health_check "{m.health_check}" is not one of {choices}')
+    durations = (
+        ("min_healthy_time", m.min_healthy_time_s),
+        ("healthy_deadline", m.healthy_deadline_s),
+    )
+    for name, seconds in durations:
+        if seconds < 0:
+            out.append(f"{where}: migrate.{name} {seconds}s must not be negative")
+    if m.min_healthy_time_s > m.healthy_deadline_s:
+        out.append(
+            f"{where}: migrate.min_healthy_time {m.min_healthy_time_s}s must be less than "
+            f"healthy_deadline {m.healthy_deadline_s}s"
         )
 
 

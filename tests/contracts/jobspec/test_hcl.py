@@ -12,6 +12,7 @@ from contracts.job import (
     DEFAULT_BATCH_RESCHEDULE,
     DEFAULT_SERVICE_RESCHEDULE,
     JobType,
+    MigrateStrategy,
     ReschedulePolicy,
     UpdateStrategy,
 )
@@ -96,12 +97,28 @@ def test_web_example_is_canonicalised_like_nomad() -> None:
     assert api.tasks[0].kill_timeout_s == 20.0
 
 
+def test_migrate_blocks_merge_from_the_job_with_nomads_defaults() -> None:
+    text = job_with(
+        f'migrate {{\n min_healthy_time = "1s"\n health_check = "task_states"\n}}\n{TASK}',
+        'migrate {\n max_parallel = 2\n healthy_deadline = "1m"\n}',
+    )
+    (group,) = parse_hcl(text).task_groups
+    assert group.migrate == MigrateStrategy(
+        max_parallel=2, health_check="task_states", min_healthy_time_s=1.0, healthy_deadline_s=60.0
+    )
+    (default,) = parse_hcl(job_with(TASK)).task_groups
+    assert default.migrate == MigrateStrategy(1, "checks", 10.0, 300.0)
+    assert problems_of(job_with(f"migrate {{}}\n{TASK}", 'type = "system"')) == [
+        'job "j" > group "g": job type "system" does not allow a migrate block'
+    ]
+
+
 def test_batch_example_gets_batch_defaults() -> None:
     job = parse_job_file(EXAMPLES / "batch.nomad")
     assert job.type is JobType.BATCH
     (group,) = job.task_groups
     assert group.reschedule_policy == DEFAULT_BATCH_RESCHEDULE
-    assert group.update is None
+    assert group.update is None and group.migrate is None
     render, upload = group.tasks
     assert render.config == {"run_for": "30s", "exit_code": 0}
     assert upload.resources == Resources(cpu=100, memory_mb=300)  # Nomad's task defaults

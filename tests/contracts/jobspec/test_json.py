@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from contracts.errors import ValidationError
-from contracts.job import DEFAULT_SERVICE_RESCHEDULE, ReschedulePolicy, UpdateStrategy
+from contracts.job import (
+    DEFAULT_MIGRATE,
+    DEFAULT_SERVICE_RESCHEDULE,
+    MigrateStrategy,
+    ReschedulePolicy,
+    UpdateStrategy,
+)
 from contracts.jobspec import parse_job_file, parse_json, parse_json_with_warnings
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
@@ -46,6 +52,23 @@ def test_web_json_canonical_values() -> None:
     assert api.tasks[0].kill_timeout_s == 20.0  # nanoseconds -> seconds
     assert frontend.update == job.update == UpdateStrategy(2, 15.0, 2.0, 120.0)
     assert frontend.reschedule_policy == DEFAULT_SERVICE_RESCHEDULE
+
+
+def test_migrate_in_nanoseconds_is_merged_from_the_job_into_its_groups() -> None:
+    """Nomad's api Canonicalize: the job's Migrate under each group's, Nomad's defaults for
+    the rest; a service group with none gets the default block."""
+    groups = [
+        {"Name": "a", "Tasks": [{"Name": "t", "Driver": "mock"}], "Migrate": {"MaxParallel": 2}},
+        {"Name": "b", "Tasks": [{"Name": "t", "Driver": "mock"}], "Migrate": None},
+    ]
+    job = parse_json(minimal(TaskGroups=groups, Migrate={"MinHealthyTime": 3 * S}))
+    a, b = (g.migrate for g in job.task_groups)
+    assert a == MigrateStrategy(max_parallel=2, min_healthy_time_s=3.0)
+    assert b == MigrateStrategy(min_healthy_time_s=3.0)
+    assert parse_json(minimal()).task_groups[0].migrate == DEFAULT_MIGRATE
+    assert parse_json(minimal(Type="batch")).task_groups[0].migrate is None
+    bad = minimal(Migrate={"HealthCheck": "manual"})
+    assert problems_of(bad) == ['$.Migrate.HealthCheck: "manual" is not one of checks, task_states']
 
 
 def test_bare_wrapped_and_dict_inputs_agree() -> None:
@@ -130,7 +153,6 @@ def test_known_unmodelled_fields_warn_only_when_set() -> None:
     job, warnings = parse_json_with_warnings({"Job": body})
     assert job.task_groups[0].tasks[0].driver == "mock"
     assert sorted(warnings) == [
-        "$.Job.Migrate: not supported by drover yet; ignored",
         "$.Job.Multiregion: not supported by drover yet; ignored",
         "$.Job.TaskGroups[0].Tasks[0].LogConfig: not supported by drover yet; ignored",
         "$.Job.TaskGroups[0].Tasks[0].Services: not supported by drover yet; ignored",

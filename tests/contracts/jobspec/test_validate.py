@@ -10,9 +10,11 @@ from contracts.constraints import Affinity, Constraint, Spread, SpreadTarget
 from contracts.errors import ValidationError
 from contracts.job import (
     DEFAULT_BATCH_RESCHEDULE,
+    DEFAULT_MIGRATE,
     DEFAULT_SERVICE_RESCHEDULE,
     Job,
     JobType,
+    MigrateStrategy,
     ReschedulePolicy,
     Task,
     TaskGroup,
@@ -198,6 +200,24 @@ def test_update_and_reschedule_checks() -> None:
     ]
 
 
+def test_migrate_checks_and_only_service_jobs_may_have_one() -> None:
+    """Nomad's MigrateStrategy.Validate, and TaskGroup.Validate's "does not allow"."""
+    bad = MigrateStrategy(max_parallel=-1, min_healthy_time_s=60, healthy_deadline_s=30)
+    assert problems(job(TaskGroup("g", migrate=bad, tasks=(TASK,)))) == [
+        'job "x" > group "g": migrate.max_parallel -1 must not be negative',
+        'job "x" > group "g": migrate.min_healthy_time 60s must be less than healthy_deadline 30s',
+    ]
+    manual = MigrateStrategy(health_check="manual")
+    assert problems(job(TaskGroup("g", migrate=manual, tasks=(TASK,)))) == [
+        'job "x" > group "g": migrate.health_check "manual" is not one of checks, task_states'
+    ]
+    batch = job(TaskGroup("g", migrate=MigrateStrategy(), tasks=(TASK,)), type=JobType.BATCH)
+    assert problems(batch) == [
+        'job "x" > group "g": job type "batch" does not allow a migrate block'
+    ]
+    validate(job(TaskGroup("g", migrate=MigrateStrategy(max_parallel=0), tasks=(TASK,))))
+
+
 def test_device_level_constraints_are_checked() -> None:
     device = DeviceRequest(
         "nvidia/gpu", 1, constraints=(Constraint("${device.attr.memory}", "", ">="),)
@@ -255,6 +275,8 @@ def test_canonicalize_fills_nomad_defaults() -> None:
     assert a.update == UpdateStrategy(max_parallel=3)
     assert b.update == UpdateStrategy(canary=1)
     assert a.reschedule_policy == DEFAULT_SERVICE_RESCHEDULE
+    # Nomad gives every service group its default migrate block.
+    assert a.migrate == b.migrate == DEFAULT_MIGRATE
     assert canonicalize(j) == j
 
 
@@ -264,5 +286,6 @@ def test_canonicalize_reschedule_by_type() -> None:
         job(group, type=JobType.BATCH).task_groups[0].reschedule_policy == DEFAULT_BATCH_RESCHEDULE
     )
     assert job(group, type=JobType.SYSTEM).task_groups[0].reschedule_policy is None
+    assert job(group, type=JobType.BATCH).task_groups[0].migrate is None
     sysbatch = job(group, type=JobType.SYSBATCH).task_groups[0].reschedule_policy
     assert sysbatch is not None and sysbatch.attempts == 0 and not sysbatch.unlimited
