@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from contracts.constraints import Affinity, Constraint, Spread
-from contracts.launch import ParameterizedConfig, PeriodicConfig
+from contracts.launch import DispatchPayloadConfig, ParameterizedConfig, PeriodicConfig
 from contracts.resources import Resources
 from contracts.scaling import ScalingPolicy
 from contracts.share import ShareRequest
@@ -108,6 +108,8 @@ class Task:
     affinities: tuple[Affinity, ...] = field(default_factory=tuple)
     user: str = ""
     kill_timeout_s: float = 5.0
+    # Where a dispatched job's payload is written (a parameterized job's tasks); None: nowhere.
+    dispatch_payload: DispatchPayloadConfig | None = None
 
 
 @dataclass(frozen=True, slots=True)

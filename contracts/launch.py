@@ -8,6 +8,7 @@ Each child is an ordinary job with `parent_id` set.
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -53,3 +54,19 @@ class ParameterizedConfig:
     payload: DispatchPayload = DispatchPayload.OPTIONAL
     meta_required: tuple[str, ...] = ()
     meta_optional: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchPayloadConfig:
+    """A task's `dispatch_payload` block: the client writes a dispatched job's payload to
+    `file` under the task's `local/` folder before the task starts (Nomad's dispatch hook)."""
+
+    file: str = ""
+
+
+def dispatch_file_escapes(file: str) -> bool:
+    """Nomad's DispatchPayloadConfig.Validate: the file, taken relative to `task/local/` (a
+    leading `/` too, as Go's filepath.Join takes it), must stay inside the allocation
+    folder."""
+    joined = posixpath.normpath(posixpath.join("alloc/task/local", file.lstrip("/")))
+    return not joined.startswith("alloc/") or joined == "alloc"

@@ -34,8 +34,10 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import signal
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -219,6 +221,28 @@ class RayDriver:
             return None
         cores, memory_mb = used
         return cores * self.mhz_per_cpu, memory_mb
+
+    def signal(self, handle: TaskHandle, signal_name: str) -> None:
+        """os.kill of the task's Ray worker process, once it runs on this node."""
+        assert isinstance(handle, RayHandle)
+        if handle.outcome is not None or handle.stopped or handle.pid is None:
+            raise DriverError("Task not running")
+        if handle.ray_node != self.node_id:
+            raise DriverError(f"the task runs on Ray node {handle.ray_node}, not this agent's")
+        try:
+            os.kill(handle.pid, signal.Signals[signal_name])
+        except KeyError:
+            raise DriverError(f"signal {signal_name} does not exist on this system") from None
+        except ProcessLookupError:
+            raise DriverError("Task not running") from None
+        except OSError as exc:
+            raise DriverError(f"failed to send {signal_name}: {exc.strerror or exc}") from None
+
+    def collect(self, alloc_id: str) -> None:
+        """Ray keeps the task's files (its working_dir) in its own session folders."""
+
+    def local_dir(self, alloc_id: str, task_name: str) -> Path | None:
+        return None  # the task runs in Ray's working_dir, not a folder of the agent's
 
     def _failure(self, handle: RayHandle, exc: Exception) -> str:
         if isinstance(exc, TaskUnschedulableError):  # Ray's text names a lease, not the node

@@ -29,6 +29,7 @@ from contracts.job import (
 )
 from contracts.jobspec.launch_blocks import build_parameterized, build_periodic
 from contracts.jobspec.schema import SHORTHAND_LTARGET, SHORTHAND_RTARGET_AFFINITY
+from contracts.launch import DispatchPayloadConfig
 from contracts.resources import DeviceRequest, Resources
 from contracts.scaling import ScalingPolicy
 
@@ -155,6 +156,8 @@ def _task(n: Norm) -> Task:
     fields = {k: n[k] for k in ("driver", "user") if k in n}
     if "kill_timeout" in n:
         fields["kill_timeout_s"] = n["kill_timeout"]
+    if "dispatch_payload" in n:
+        fields["dispatch_payload"] = DispatchPayloadConfig(n["dispatch_payload"].get("file", ""))
     return Task(
         name=n.get("name", ""),
         config=dict(n.get("config", {})),

@@ -240,6 +240,8 @@ RESOURCES = Obj(
     ),
 )
 
+DISPATCH_PAYLOAD = Obj("dispatch_payload", (Field("file", "File", Kind.STR),))
+
 TASK = Obj(
     "task",
     (
@@ -253,6 +255,7 @@ TASK = Obj(
         Field("constraint", "Constraints", Kind.OBJS, CONSTRAINT),
         Field("affinity", "Affinities", Kind.OBJS, AFFINITY),
         Field("kill_timeout", "KillTimeout", Kind.DURATION),
+        Field("dispatch_payload", "DispatchPayload", Kind.OBJ, DISPATCH_PAYLOAD),
     ),
     ignored=(
         Ignored("lifecycle", "Lifecycle"),
@@ -263,7 +266,6 @@ TASK = Obj(
         Ignored("vault", "Vault"),
         Ignored("consul", "Consul"),
         Ignored("template", "Templates"),
-        Ignored("dispatch_payload", "DispatchPayload"),
         Ignored("volume_mount", "VolumeMounts"),
         Ignored("csi_plugin", "CSIPluginConfig"),
         Ignored("leader", "Leader", False),

@@ -28,6 +28,7 @@ from contracts.job import ReschedulePolicy as Reschedule
 from contracts.job import UpdateStrategy as Update
 from contracts.jobspec.launch_blocks import launch_problems
 from contracts.jobspec.limits import DEFAULT_LIMITS, JobLimits, limit_problems
+from contracts.launch import dispatch_file_escapes
 
 MIN_CPU = 1
 MIN_MEMORY_MB = 10  # Nomad's Resources.MinResources floor
@@ -159,6 +160,11 @@ def _task(job: Job, task: Task, where: str, out: list[str]) -> None:
         out.append(f"{where}: driver is required")
     if task.kill_timeout_s < 0:
         out.append(f"{where}: kill_timeout {task.kill_timeout_s}s must not be negative")
+    payload = task.dispatch_payload
+    if payload is not None and dispatch_file_escapes(payload.file):
+        out.append(
+            f'{where}: dispatch_payload file "{payload.file}" escapes the allocation directory'
+        )
     res = task.resources
     if res.cpu < MIN_CPU:
         out.append(f"{where}: resources.cpu {res.cpu} must be at least {MIN_CPU} MHz")

@@ -8,6 +8,10 @@ successfully. A desired status of stop or evict kills the tasks, pending ones to
 reports complete. The runner reports only changes, so re-reading the same allocation
 record is harmless.
 
+Before a task starts, a dispatched job's payload is written to the file its
+`dispatch_payload` block names, under the task's `local/` folder (payload.py); failing to
+write it fails the allocation as a failed start does.
+
 Restarts: a runner built from a record that is already client-terminal never starts
 anything. A record that says running is started again (there is no process to reattach
 to, as Nomad does; the mock's timer restarts from now), keeping the status quiet because
@@ -21,8 +25,9 @@ import math
 from collections.abc import Mapping
 from enum import Enum
 
-from actors.agent.core.drivers import Driver, TaskHandle, TaskState
+from actors.agent.core.drivers import Driver, DriverError, TaskHandle, TaskState
 from actors.agent.core.env import TaskEnv
+from actors.agent.core.payload import PayloadError, payload_file, write_dispatch_payload
 from contracts import CLIENT_TERMINAL, Allocation, ClientStatus, Job, Task, TaskGroup
 from contracts.state_log import AllocClientUpdate, client_update
 
@@ -271,6 +276,7 @@ class AllocRunner:
             driver = self._drivers[task.driver]
             env = TaskEnv(self.alloc, self.job, group, task, self.extra_env)
             try:
+                self._write_payload(driver, task)
                 handle = driver.start(self.alloc.id, task, env, now)
             except Exception as exc:  # a driver bug must fail this alloc, not the agent
                 detail = str(exc) or type(exc).__name__
@@ -281,6 +287,17 @@ class AllocRunner:
             if handle.pending:
                 self._pending.add(task.name)
         self._set_live_status()
+
+    def _write_payload(self, driver: Driver, task: Task) -> None:
+        """A dispatched job's payload, in the task's `local/` before it starts (payload.py)."""
+        assert self.job is not None
+        file = payload_file(self.job, task)
+        local = driver.local_dir(self.alloc.id, task.name) if file is not None else None
+        if file is not None and local is not None:
+            try:
+                write_dispatch_payload(local, file, self.job.payload)
+            except PayloadError as exc:
+                raise DriverError(f"dispatch payload: {exc}") from None
 
     def _poll_running(self, now: float) -> None:
         failures = []

@@ -1,4 +1,5 @@
-"""The `periodic` and `parameterized` blocks in HCL and Nomad JSON, and their checks."""
+"""The `periodic` and `parameterized` blocks and a task's `dispatch_payload` in HCL and Nomad
+JSON, and their checks."""
 
 from __future__ import annotations
 
@@ -7,7 +8,13 @@ import pytest
 from actors.api.core.shapes import job_to_nomad
 from contracts import ValidationError
 from contracts.jobspec import parse_hcl, parse_json, parse_json_with_warnings
-from contracts.launch import DispatchPayload, ParameterizedConfig, PeriodicConfig
+from contracts.launch import (
+    DispatchPayload,
+    DispatchPayloadConfig,
+    ParameterizedConfig,
+    PeriodicConfig,
+    dispatch_file_escapes,
+)
 
 TASK = 'group "g" {\n task "t" {\n driver = "mock"\n }\n }'
 
@@ -95,3 +102,54 @@ def test_bad_blocks_name_the_field(fields: dict[str, object], problem: str) -> N
     with pytest.raises(ValidationError) as raised:
         parse_json(json_job(**fields))
     assert problem in str(raised.value)
+
+
+def test_a_tasks_dispatch_payload_block_in_hcl_and_nomad_json() -> None:
+    task = 'group "g" {\n task "t" {\n driver = "raw_exec"\n'
+    task += ' dispatch_payload {\n file = "input/data.txt"\n }\n }\n }'
+    text = f'job "report" {{\n type = "batch"\n parameterized {{}}\n {task}\n}}'
+    job, warnings = parse_json_with_warnings(job_to_nomad(parse_hcl(text)))
+    assert warnings == []  # modelled now, no longer "not supported by drover yet"
+    assert job.task_groups[0].tasks[0].dispatch_payload == DispatchPayloadConfig("input/data.txt")
+    wire = job_to_nomad(job)["TaskGroups"][0]["Tasks"][0]
+    assert wire["DispatchPayload"] == {"File": "input/data.txt"}  # Nomad's JSON
+    plain = parse_json(json_job())
+    assert plain.task_groups[0].tasks[0].dispatch_payload is None
+    assert job_to_nomad(plain)["TaskGroups"][0]["Tasks"][0]["DispatchPayload"] is None
+
+
+@pytest.mark.parametrize(
+    ("file", "escapes"),
+    [
+        ("input.txt", False),
+        ("a/b/c.txt", False),
+        ("../task-file", False),  # the task's folder: still the allocation's
+        ("../../alloc/shared", False),
+        ("/etc/passwd", False),  # taken relative to local/, as Go's filepath.Join takes it
+        ("../../../etc/passwd", True),
+        ("../..", True),
+    ],
+)
+def test_a_payload_file_may_not_leave_the_allocation_folder(file: str, escapes: bool) -> None:
+    assert dispatch_file_escapes(file) is escapes
+    group = {
+        "Name": "g",
+        "Tasks": [{"Name": "t", "Driver": "mock", "DispatchPayload": {"File": file}}],
+    }
+    body = {"Job": {"ID": "report", "Type": "batch", "TaskGroups": [group]}}
+    if not escapes:
+        assert parse_json(body).task_groups[0].tasks[0].dispatch_payload == DispatchPayloadConfig(
+            file
+        )
+        return
+    with pytest.raises(ValidationError) as raised:
+        parse_json(body)
+    assert f'dispatch_payload file "{file}" escapes the allocation directory' in str(raised.value)
+    assert 'task "t"' in str(raised.value)
+
+
+def test_a_bad_dispatch_payload_block_names_the_field() -> None:
+    group = {"Name": "g", "Tasks": [{"Name": "t", "Driver": "mock", "DispatchPayload": "x"}]}
+    with pytest.raises(ValidationError) as raised:
+        parse_json({"Job": {"ID": "report", "Type": "batch", "TaskGroups": [group]}})
+    assert "DispatchPayload" in str(raised.value)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Protocol
 
 from contracts import Task
@@ -87,6 +88,14 @@ class Driver(Protocol):
     usage: what the running task uses at `now`, as (CPU in MHz, resident memory in MB), or
         None when the driver cannot say (not started, gone, nothing to measure). Called on
         the agent's usage timer, never per log entry; it must not block.
+    signal: send the running task the signal named as Nomad names it ("SIGUSR1", checked by
+        contracts.node_commands.canonical_signal); DriverError (its message is the reply's
+        error) when it cannot. Nomad's driver SignalTask.
+    collect: remove what the driver keeps on disk for the finished allocation `alloc_id`
+        (Nomad's client GC of its alloc dir); nothing where it keeps nothing.
+    local_dir: the folder the task sees as `local/` (Nomad's task dir, where a dispatched
+        job's payload is written before the task starts), made if needed; None for a driver
+        whose tasks have no folder on this machine.
     """
 
     @property
@@ -103,3 +112,9 @@ class Driver(Protocol):
     def stop(self, handle: TaskHandle, now: float) -> None: ...
 
     def usage(self, handle: TaskHandle, now: float) -> tuple[float, float] | None: ...
+
+    def signal(self, handle: TaskHandle, signal: str) -> None: ...
+
+    def collect(self, alloc_id: str) -> None: ...
+
+    def local_dir(self, alloc_id: str, task_name: str) -> Path | None: ...

@@ -5,6 +5,9 @@ Config (Nomad's names): `run_for` (a Go duration or seconds; absent: run until s
 message). Tasks end exactly when the caller's clock passes `start + run_for`, so simulated
 fleets and tests are deterministic.
 
+A signal is recorded on the task's handle (`MockHandle.signals`) and changes nothing else,
+as Nomad's mock driver takes one.
+
 drover's own key, `load` (a map: shape, base, peak, at, duration, noise, trace, memory_mb,
 time_factor; load_model.py), declares the CPU demand the task's group sees: each running
 allocation reports its share of it as its use (`usage`), so the autoscaler's loop closes on
@@ -16,7 +19,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from actors.agent.core.drivers.base import (
     RUNNING,
@@ -34,6 +38,7 @@ _KEYS = frozenset({"run_for", "exit_code", "start_error", "load"})
 # Parsed `load` blocks by task: every allocation of a job version shares its Task records.
 # Entries hold their task, so an id is never reused while its entry lives.
 _MODELS_MAX = 4096
+MAX_SIGNALS_KEPT = 100  # per task: what a test can ask about, never a growing list
 
 
 @dataclass(slots=True)
@@ -43,6 +48,7 @@ class MockHandle(TaskHandle):
     stopped: bool = False
     load: LoadModel | None = None
     group: GroupKey = ("", "", "")
+    signals: list[str] = field(default_factory=list)  # received, oldest first
 
 
 class MockDriver:
@@ -126,6 +132,19 @@ class MockDriver:
             return None
         cpu = self.loads.share(model, handle.group, handle.task_name, handle.alloc_id, now)
         return cpu, model.memory_mb
+
+    def signal(self, handle: TaskHandle, signal: str) -> None:
+        """Recorded, as Nomad's mock driver takes a signal: the task goes on (a stop is the
+        runner's to ask for)."""
+        assert isinstance(handle, MockHandle)
+        if len(handle.signals) < MAX_SIGNALS_KEPT:
+            handle.signals.append(signal)
+
+    def collect(self, alloc_id: str) -> None:
+        """A mock task keeps nothing on disk."""
+
+    def local_dir(self, alloc_id: str, task_name: str) -> Path | None:
+        return None  # no folder: a dispatched payload is not written anywhere
 
     def _end(self, handle: MockHandle) -> None:
         if handle.load is not None:

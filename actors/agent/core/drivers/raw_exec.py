@@ -11,13 +11,19 @@ used between two samples over the wall time between them, in MHz at the node's
 `mhz_per_cpu` per core, and their resident memory.
 
 Layout under the data dir, after Nomad's alloc dir: `<alloc_id>/<task>/` is the working
-directory and `<alloc_id>/alloc/logs/<task>.stdout|.stderr` hold the output.
+directory, `<alloc_id>/<task>/local/` the task's own folder (a dispatched job's payload is
+written there, core/payload.py) and `<alloc_id>/alloc/logs/<task>.stdout|.stderr` hold the
+output. `collect` removes `<alloc_id>/` once the allocation is finished (client GC).
+
+Signals go to the task's process, as Nomad's executor sends them (not to its group: a stop
+is what reaches the children too).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 from collections.abc import Mapping
@@ -74,10 +80,16 @@ class RawExecDriver:
             errors.append(f"raw_exec: args must be a list of strings, got {args!r}")
         return errors
 
+    def local_dir(self, alloc_id: str, task_name: str) -> Path | None:
+        """The task's `local/` folder (Nomad's NOMAD_TASK_DIR), made if needed."""
+        local = self._alloc_dir(alloc_id) / task_name / "local"
+        local.mkdir(parents=True, exist_ok=True)
+        return local
+
     def start(self, alloc_id: str, task: Task, env: Mapping[str, str], now: float) -> RawExecHandle:
         if not self.enabled:
             raise DriverError(DISABLED_ERROR)
-        alloc_dir = self.data_dir / alloc_id
+        alloc_dir = self._alloc_dir(alloc_id)
         task_dir = alloc_dir / task.name
         logs = alloc_dir / "alloc" / "logs"
         task_dir.mkdir(parents=True, exist_ok=True)
@@ -145,6 +157,29 @@ class RawExecDriver:
             return None
         cores, memory_mb = used
         return cores * self.mhz_per_cpu, memory_mb
+
+    def signal(self, handle: TaskHandle, signal_name: str) -> None:
+        """os.kill of the task's process; DriverError once it has exited."""
+        assert isinstance(handle, RawExecHandle) and handle.process is not None
+        if handle.process.poll() is not None:
+            raise DriverError("Task not running")
+        try:
+            os.kill(handle.process.pid, signal.Signals[signal_name])
+        except KeyError:
+            raise DriverError(f"signal {signal_name} does not exist on this system") from None
+        except ProcessLookupError:
+            raise DriverError("Task not running") from None
+        except OSError as exc:
+            raise DriverError(f"failed to send {signal_name}: {exc.strerror or exc}") from None
+
+    def collect(self, alloc_id: str) -> None:
+        """Remove the allocation's folder (its tasks' folders and logs)."""
+        shutil.rmtree(self._alloc_dir(alloc_id), ignore_errors=True)
+
+    def _alloc_dir(self, alloc_id: str) -> Path:
+        if not alloc_id or alloc_id in (".", "..") or "/" in alloc_id or "\\" in alloc_id:
+            raise DriverError(f"allocation ID {alloc_id!r} cannot name a folder")
+        return self.data_dir / alloc_id
 
 
 def _signal_group(process: subprocess.Popen[bytes], sig: signal.Signals) -> None:
