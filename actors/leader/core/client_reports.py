@@ -1,8 +1,9 @@
 """What client reports decide (Nomad's Node.UpdateAlloc): the reports are recorded; a
 failed allocation (or a service that exited) gets an eval so the scheduler replaces it; a
-failed rank ends its run; a drained node left empty completes its drain; a replacement that
-came up lets a rolling update without a deployment go on; and the deployment watcher hears
-of every allocation of an active deployment (deployment_watcher.py)."""
+failed rank ends its run; the drainer hears of what finished on draining nodes and of
+draining jobs' allocations that came up (drainer.py); a replacement that came up lets a
+rolling update without a deployment go on; and the deployment watcher hears of every
+allocation of an active deployment (deployment_watcher.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from actors.leader.core.job_lifecycle import stop_job
-from actors.leader.core.operator_ops import completed_drains
 from actors.leader.core.runs import ends_run
 from contracts import CLIENT_TERMINAL, ClientStatus, Evaluation, Job, JobType, TriggeredBy
 from contracts.state_log import (
@@ -18,7 +18,6 @@ from contracts.state_log import (
     StateChange,
     UpdateAllocsClientStatus,
     UpsertEvals,
-    UpsertNodes,
 )
 
 if TYPE_CHECKING:
@@ -82,8 +81,8 @@ def client_updates(core: LeaderCore, updates: Iterable[AllocClientUpdate]) -> li
             if update.client_status in CLIENT_TERMINAL
             and (alloc := core.state.alloc(update.alloc_id)) is not None
         ]
-        if drained := completed_drains(core.state, finished, now_ns=core.now_ns()):
-            changes.append(UpsertNodes(tuple(drained)))
+        changes += core.drainer.on_finished(finished)
+        core.drainer.on_client_updates(core.deadlines, kept)
     if evals:
         changes.append(UpsertEvals(tuple(evals.values())))
     changes += [change for change in ending.values() if change is not None]

@@ -1,7 +1,8 @@
 """The leader's timers: moments at which it must decide something nobody asks for.
 
 The kinds: a node drain's deadline (the allocations still on the node are then forced off,
-as Nomad's drainer does), a run's wait limit (dstack's `retry.duration` for no-capacity: a
+as Nomad's drainer does), a draining job's next health (its next batch may migrate then,
+drainer.py), a run's wait limit (dstack's `retry.duration` for no-capacity: a
 run still waiting then fails), a periodic job's next launch (periodic.py) and a deployment's
 health and progress deadlines (deployment_watcher.py). Each is pushed
 when the decision that starts it is made, and rebuilt from the state once after a reload, so
@@ -18,7 +19,8 @@ from enum import Enum
 
 
 class DeadlineKind(Enum):
-    DRAIN = "drain"  # key: (node_id,)
+    DRAIN = "drain"  # key: (node_id, the drain's started_at)
+    MIGRATE = "migrate"  # key: (namespace, job_id): a draining job's next batch may be due
     RUN_WAIT = "run-wait"  # key: (namespace, job_id, version)
     PERIODIC = "periodic"  # key: (namespace, job_id, submit_time): a periodic job's next launch
     # key: (deployment_id, alloc_id, "healthy" | "deadline"): an allocation's health is due

@@ -15,6 +15,7 @@ from actors.leader.core.client_reports import client_updates
 from actors.leader.core.deadlines import DeadlineKind, Deadlines
 from actors.leader.core.deployment_plan import plan_deployments
 from actors.leader.core.deployment_watcher import DeploymentWatcher, Pending
+from actors.leader.core.drainer import Drainer
 from actors.leader.core.gc import collect_garbage
 from actors.leader.core.job_lifecycle import (
     JobWrite,
@@ -27,10 +28,8 @@ from actors.leader.core.job_lifecycle import (
 from actors.leader.core.launches import LaunchWrite, dispatch
 from actors.leader.core.operator_ops import (
     OperatorWrite,
-    drain_node,
     evaluate_job,
     evaluate_node,
-    force_drain,
     set_eligibility,
     stop_alloc,
 )
@@ -112,14 +111,14 @@ class LeaderCore:
         self.deadlines = Deadlines()
         self.periodic = PeriodicDispatcher(state, now_ns=now_ns, new_id=new_id)
         self.watcher = DeploymentWatcher(state, now_ns=now_ns, new_id=new_id)
+        self.drainer = Drainer(state, now_ns=now_ns, new_eval=self._eval)
 
     # -- timers (deadlines.py) --------------------------------------------------------------------
 
     def rebuild_deadlines(self) -> int:
         """After a (re)load: the timers the state implies (one pass over nodes and jobs)."""
         self.deadlines = Deadlines()
-        for node in self.state.nodes():
-            self._track_drain(node)
+        self.drainer.rebuild(self.deadlines)
         for job in self.state.jobs():
             self._track_run(job)
         self.periodic.rebuild(self.deadlines)
@@ -127,11 +126,13 @@ class LeaderCore:
         return len(self.deadlines)
 
     def due(self) -> list[StateChange]:
-        """What the timers that came due decide: forced drains, runs that waited too long.
-        Each run ends at most once a turn, however many of its nodes' drains came due."""
+        """What the timers that came due decide: forced drains, draining jobs' next batches,
+        runs that waited too long. Each run ends at most once a turn, however many of its
+        nodes' drains came due, and each draining job is read once a turn."""
         now = self.now_ns()
         changes: list[StateChange] = []
         forced: list[str] = []
+        migrating: dict[tuple[str, str], None] = {}
         waits: list[tuple[str, str, int]] = []
         watched = self.deployment_pending()
         for item in self.deadlines.pop_due(now):
@@ -141,10 +142,10 @@ class LeaderCore:
                 drain = node.drain_strategy if node is not None else None
                 if drain is None or drain.started_at != started_at:
                     continue  # cancelled, replaced or complete: nothing is forced
-                changes += force_drain(
-                    self.state, node_id, started_at, now_ns=now, new_eval=self._eval
-                ).changes
+                changes += self.drainer.force(node_id, started_at)
                 forced.append(node_id)
+            elif item.kind is DeadlineKind.MIGRATE:
+                migrating[(str(item.key[0]), str(item.key[1]))] = None
             elif item.kind is DeadlineKind.PERIODIC:
                 changes += self.periodic.due(self.deadlines, item.key, item.at_ns)
             elif item.kind in (DeadlineKind.ALLOC_HEALTH, DeadlineKind.PROGRESS):
@@ -152,6 +153,8 @@ class LeaderCore:
             else:
                 namespace, job_id, submit_time = item.key
                 waits.append((str(namespace), str(job_id), int(submit_time)))
+        for key in migrating:
+            changes += self.drainer.job_due(self.deadlines, key)
         ended = {(job.namespace, job.id) for job in runs_on_nodes(self.state, forced)}
         changes += self._end_runs_on(forced)
         for namespace, job_id, submit_time in waits:
@@ -171,12 +174,6 @@ class LeaderCore:
         """A pending evaluation of the job (its priority and modify index)."""
         return self._eval(namespace, job_id, job_type, trigger)
 
-    def _track_drain(self, node: Node) -> None:
-        strategy = node.drain_strategy
-        at = strategy.deadline_ns() if strategy is not None else None
-        if strategy is not None and at is not None:
-            self.deadlines.add(at, DeadlineKind.DRAIN, (node.id, strategy.started_at))
-
     def _track_run(self, job: Job) -> None:
         at = wait_deadline(job)
         if at is not None:
@@ -188,7 +185,7 @@ class LeaderCore:
         for change in changes:
             if isinstance(change, UpsertNodes):
                 for node in change.nodes:
-                    self._track_drain(node)
+                    self.drainer.track_node(self.deadlines, node)
             elif isinstance(change, UpsertJob):
                 self._track_run(change.job)
                 self.periodic.track(self.deadlines, change.job)
@@ -392,13 +389,11 @@ class LeaderCore:
         if kind is RequestKind.NODE_EVALUATE:
             return evaluate_node(self.state, request.node_ids[0], node_evals=self.node_evals)
         if kind is RequestKind.DRAIN_NODE:
-            write = drain_node(
-                self.state,
+            write = self.drainer.drain_node(
+                self.deadlines,
                 request.node_ids[0],
                 request.drain,
                 mark_eligible=request.mark_eligible,
-                now_ns=now,
-                new_eval=self._eval,
                 node_evals=self.node_evals,
             )
             if request.drain is not None and request.drain.forced:
@@ -436,6 +431,7 @@ class LeaderCore:
         if submission.completes is not None and plan_completes_eval(result):
             evals = (*evals, submission.completes)
         changes: list[StateChange] = []
+        self.drainer.on_plan(self.deadlines, result)
         deployments = plan_deployments(self.state, plan, result, self.now_ns())
         if deployments:
             changes.append(UpsertDeployments(tuple(deployments)))

@@ -87,13 +87,19 @@ class SystemScheduler(SchedulerBase):
                 if not alloc.client_terminal():
                     self._stop(ctx, alloc, ALLOC_NOT_NEEDED, updates)
                 continue
+            if alloc.desired_transition.migrate and not alloc.client_terminal():
+                # Marked by the drainer (at the end of a drain, or forced) or `alloc stop`:
+                # Nomad's diffSystemAllocsForNode migrates it; unmarked, an allocation on a
+                # draining node stays (the drainer leaves system work to the end).
+                self._stop(ctx, alloc, ALLOC_NODE_TAINTED, updates)
+                continue
             if alloc.node_id not in ready and not alloc.client_terminal():
                 node = state.node(alloc.node_id)
                 if node is None or node.status in (NodeStatus.DOWN, NodeStatus.DISCONNECTED):
                     self._stop(ctx, alloc, ALLOC_LOST, updates, ClientStatus.LOST)
                     continue
-                if node.drain_strategy is not None and not node.drain_strategy.ignore_system_jobs:
-                    self._stop(ctx, alloc, ALLOC_NODE_TAINTED, updates)
+                if node.drain_strategy is not None:
+                    live[(alloc.task_group, alloc.node_id)].append(alloc)
                     continue
                 if not in_any_datacenter(node.datacenter, job.datacenters):
                     self._stop(ctx, alloc, ALLOC_NOT_NEEDED, updates)

@@ -176,7 +176,12 @@ def test_plan_is_a_dry_run(call: Client, backend: MemoryBackend) -> None:
 
 
 def test_nodes_drain_eligibility_and_alloc_stop(call: Client, backend: MemoryBackend) -> None:
-    call("POST", "/v1/jobs", {"Job": web_job()})
+    job = web_job()
+    for group in job["TaskGroups"]:
+        # Nomad's numToDrain is healthy - (count - max_parallel): a max_parallel past the
+        # count lets the allocations here (never reported running) go at once.
+        group["Migrate"] = {"MaxParallel": 10}
+    call("POST", "/v1/jobs", {"Job": job})
     backend.schedule_pending()
     nodes = call("GET", "/v1/nodes", resources="true").body
     assert len(nodes) == 4 and all(n["Drain"] is False for n in nodes)

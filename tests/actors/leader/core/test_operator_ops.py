@@ -3,6 +3,7 @@ leader core, then carried out by the real scheduler (migrations land on other no
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -17,6 +18,7 @@ from contracts import (
     DriverInfo,
     Job,
     JobType,
+    MigrateStrategy,
     Node,
     NodeEligibility,
     NodeResources,
@@ -94,6 +96,12 @@ def cluster() -> Cluster:
 
 
 def test_drain_migrates_every_allocation_off_the_node_then_completes(cluster: Cluster) -> None:
+    # A migrate block that lets the whole group go at once once healthy (drainer tests pace).
+    migrate = MigrateStrategy(max_parallel=2, min_healthy_time_s=0)
+    (group,) = job().task_groups
+    paced = job().replace(task_groups=(dataclasses.replace(group, migrate=migrate),))
+    cluster.schedule(cluster.request(RequestKind.REGISTER_JOB, job=paced).eval_id)
+    cluster.report([a.id for a in cluster.live()], ClientStatus.RUNNING)
     drained_id = cluster.live()[0].node_id
     on_n1 = [a.id for a in cluster.live() if a.node_id == drained_id]
     response = cluster.request(

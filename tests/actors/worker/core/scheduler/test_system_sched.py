@@ -22,6 +22,7 @@ from contracts import (
     ClientStatus,
     Constraint,
     DesiredStatus,
+    DesiredTransition,
     DrainStrategy,
     EvalStatus,
     JobType,
@@ -169,17 +170,32 @@ def test_down_node_alloc_is_lost(h, build, sys_job):
 
 
 def test_drained_node_alloc_is_stopped(h, build, sys_job):
-    """TestSystemSched_NodeDrain."""
+    """TestSystemSched_NodeDrain: the drainer marked the allocation for migration."""
     h.nodes(2)
     job, ev = h.register(sys_job)
     h.process(ev)
     h.update_node("node-0", drain_strategy=DrainStrategy())
+    (alloc,) = [a for a in h.live_allocs(job) if a.node_id == "node-0"]
+    h.add_allocs(dataclasses.replace(alloc, desired_transition=DesiredTransition(migrate=True)))
 
     planner = h.process(h.new_eval(job, triggered_by=TriggeredBy.NODE_DRAIN, node_id="node-0"))
 
     (stop,) = planner.plans[0].node_update["node-0"]
     assert stop.desired_description == ALLOC_NODE_TAINTED
     assert stop.client_status is not ClientStatus.LOST
+    assert "node-0" not in planner.plans[0].node_allocation
+
+
+def test_unmarked_alloc_on_a_draining_node_stays_until_the_drainer_marks_it(h, build, sys_job):
+    """Nomad's diffSystemAllocsForNode ignores an allocation on a tainted node that is not
+    marked: the drainer leaves system work to the end of a drain."""
+    h.nodes(2)
+    job, ev = h.register(sys_job)
+    h.process(ev)
+    h.update_node("node-0", drain_strategy=DrainStrategy())
+    planner = h.process(h.new_eval(job, triggered_by=TriggeredBy.NODE_UPDATE, node_id="node-0"))
+    assert planner.plans == []
+    assert sorted(a.node_id for a in h.live_allocs(job)) == ["node-0", "node-1"]
 
 
 def test_drain_ignoring_system_jobs_keeps_alloc(h, build, sys_job):
