@@ -4,7 +4,10 @@ the request bodies they send and the tables of answers a small cluster never giv
 
 from __future__ import annotations
 
+import itertools
 import re
+import time
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -72,6 +75,81 @@ def test_drain_and_eligibility_take_exactly_one_of_enable_and_disable(agent_cli:
     assert code == 0 and re.match(r'Node "[0-9a-f]{8}" drain strategy disabled\n', out), out
     node = as_json(agent_cli, "node", "status", "-json", "sim-0002")["Node"]
     assert node["Drain"] is False and node["SchedulingEligibility"] == "eligible"
+
+
+PACED_JOB = """
+job "paced" {
+  datacenters = ["dc1"]
+  constraint {
+    attribute = "${node.unique.name}"
+    operator  = "regexp"
+    value     = "^sim-000[01]$"
+  }
+  migrate {
+    max_parallel     = 1
+    min_healthy_time = "1s"
+  }
+  group "g" {
+    count = 3
+    task "t" {
+      driver = "mock"
+      config { run_for = "1h" }
+      resources {
+        cpu    = 100
+        memory = 64
+      }
+    }
+  }
+}
+"""
+
+
+def get(cluster: Any, path: str) -> Any:
+    with urllib.request.urlopen(cluster.address + path, timeout=10) as reply:
+        return orjson.loads(reply.read())
+
+
+def test_a_drain_moves_a_group_one_allocation_at_a_time(
+    agent_cli: Cli, cluster: Any, tmp_path: Path
+) -> None:
+    """The migrate block paces a drain (Nomad's drainer): with max_parallel 1 one allocation
+    of the group is on its way at a time, each batch with its own node-drain eval, the next
+    once the previous replacement has run for min_healthy_time; count - max_parallel keep
+    running throughout."""
+    spec = tmp_path / "paced.nomad"
+    spec.write_text(PACED_JOB)
+    code, out, _ = agent_cli("job", "run", str(spec))  # followed until all three run
+    assert code == 0 and out.endswith("Allocations: 3 running\n"), out
+    placed = get(cluster, "/v1/job/paced/allocations")
+    by_node: dict[str, list[str]] = {}
+    for alloc in placed:
+        by_node.setdefault(alloc["NodeID"], []).append(alloc["ID"])
+    node_id, moving = max(by_node.items(), key=lambda item: len(item[1]))
+    assert len(moving) >= 2  # three allocations on two nodes
+    assert agent_cli("node", "drain", "-enable", "-deadline", "60", node_id)[0] == 0
+    try:
+        least_running = 3
+        deadline = time.monotonic() + 30
+        while True:
+            allocs = get(cluster, "/v1/job/paced/allocations")
+            wanted = [a for a in allocs if a["DesiredStatus"] == "run"]
+            least_running = min(least_running, sum(a["ClientStatus"] == "running" for a in wanted))
+            if not [a for a in wanted if a["NodeID"] == node_id]:
+                break
+            assert time.monotonic() < deadline, "the drain never moved the group off"
+            time.sleep(0.05)
+        assert least_running >= 2, "more than max_parallel were on their way at once"
+        evals = get(cluster, "/v1/job/paced/evaluations")
+        assert sum(e["TriggeredBy"] == "node-drain" for e in evals) == len(moving)
+        replacements = sorted(
+            a["CreateTime"] for a in allocs if a["ID"] not in {p["ID"] for p in placed}
+        )
+        assert len(replacements) == len(moving)
+        gaps = [b - a for a, b in itertools.pairwise(replacements)]
+        assert all(gap >= 1_000_000_000 for gap in gaps), "a batch went before min_healthy_time"
+    finally:
+        agent_cli("node", "drain", "-disable", node_id)
+        agent_cli("job", "stop", "-purge", "-detach", "paced")
 
 
 def test_eval_and_alloc_status_resolve_prefixes_and_show_their_fields(
