@@ -12,6 +12,9 @@ Streams (names in `actors/streams/names.py`):
     plan results     leader -> one worker     PlanResponse (one stream per worker)
     requests         API/agents -> leader     LeaderRequest (jobs, nodes, evals, client updates)
     agent commands   leader -> agents         nothing: agents tail the state log for their nodes
+    node commands    API -> one node's agent  NodeCommand (signal, client GC), one stream per
+                                              node; replies on a list per command
+                                              (contracts/node_commands.py)
     dead letters     anyone                   DeadLetter (undecodable or unknown messages)
 """
 

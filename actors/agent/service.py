@@ -8,6 +8,11 @@ stop, the leader marks its nodes down and the scheduler replaces their allocatio
 
 A restarted agent re-reads the log: allocations recorded as finished are not started again.
 
+Commands the API sends its nodes (signal a task, collect finished allocations' local state:
+contracts/node_commands.py) come over one command stream per node; a thread of the agent
+reads them all (command_channel.py) and the loop carries them out on the client core
+(core/commands.py) and answers each.
+
 Every `usage_interval_s` it also samples what its running allocations use (their drivers'
 `usage`: raw_exec's processes, mock's load model, ray's worker) and publishes one UsageReport
 (split at MAX_SAMPLES_PER_REPORT samples) on the capped usage stream: telemetry for the
@@ -29,8 +34,10 @@ from pathlib import Path
 import redis
 from opentelemetry.trace import SpanKind
 
+from actors.agent.command_channel import CommandChannel
 from actors.agent.core import ClientCore, Driver
 from actors.agent.core.cluster import cluster_env, cluster_info
+from actors.agent.core.commands import run_command
 from actors.agent.core.retire import Retirement
 from actors.agent.core.usage import node_mhz_per_core, usage_samples
 from actors.process_settings import tune_gc, when_idle
@@ -120,8 +127,10 @@ class AgentService:
         self._mhz_per_core = {n.id: node_mhz_per_core(n, mhz_per_cpu) for n in self.nodes}
         self.stats = {"updates": 0, "heartbeats": 0, "usage_reports": 0, "usage_samples": 0}
         self.retirement = Retirement()  # hosted instances draining before their removal
-        # Set by the log-tail thread when it hands the core allocations to act on.
+        # Set by the log-tail thread when it hands the core allocations to act on, and by the
+        # command reader when commands arrived.
         self._work = threading.Event()
+        self.commands = CommandChannel(client, names, agent_id, lambda: self.node_ids)
 
     def start(self) -> None:
         """Register the nodes (the leader also treats this as a first heartbeat), then catch
@@ -143,6 +152,10 @@ class AgentService:
 
         tail = threading.Thread(target=follow_log, daemon=True)
         tail.start()
+        commands = threading.Thread(
+            target=self.commands.follow, args=(stop, self._work), daemon=True
+        )
+        commands.start()
         next_beat = next_sweep = next_usage = 0.0
 
         def turn() -> None:
@@ -159,6 +172,8 @@ class AgentService:
                 next_sweep = now + SWEEP_INTERVAL_S
             if self.retirement:
                 self._release_drained()
+            if self.commands.queue:
+                self._run_commands()
             if self.usage_interval_s > 0 and now >= next_usage:
                 # Reads every running task's processes: on its timer, never per entry.
                 next_usage = now + self.usage_interval_s
@@ -169,14 +184,29 @@ class AgentService:
                 when_idle()
 
         reconnecting = Reconnecting(stop, f"agent {self.agent_id}")
-        while not stop.is_set():
-            try:
-                reconnecting(turn)
-            except UNREACHABLE:
-                return  # raised only once stop is set
-            # The tick paces drivers and timers; new allocations cut it short.
-            if self._work.wait(self.tick_s):
-                self._work.clear()
+        try:
+            while not stop.is_set():
+                try:
+                    reconnecting(turn)
+                except UNREACHABLE:
+                    return  # raised only once stop is set
+                # The tick paces drivers and timers; new allocations and commands cut it short.
+                if self._work.wait(self.tick_s):
+                    self._work.clear()
+        finally:
+            self.commands.wake()
+            commands.join(timeout=5)
+
+    def _run_commands(self) -> None:
+        """The commands read for our nodes, carried out in order and answered."""
+        queue = self.commands.queue
+        while queue:
+            command = queue.popleft()
+            with self.lock:
+                outcome = run_command(self.core, command, self.clock())
+            for alloc_id in outcome.reply.collected:  # plain IDs (ClientCore.collect)
+                (self.work_dir / f"{alloc_id}.hostfile").unlink(missing_ok=True)
+            self.commands.answer(command, outcome)
 
     def heartbeat(self) -> None:
         with self.lock:
@@ -200,6 +230,7 @@ class AgentService:
             self.node_ids = tuple(n.id for n in self.nodes)
             for node in nodes:
                 self._mhz_per_core[node.id] = node_mhz_per_core(node, self.mhz_per_cpu)
+        self.commands.wake()  # its next read takes the new nodes' command streams too
         self._send(
             LeaderRequest(
                 RequestKind.UPSERT_NODES, request_id=str(uuid.uuid4()), nodes=tuple(nodes)

@@ -72,6 +72,20 @@ class StreamNames:
         """LeaderResponse for one API client or agent."""
         return self._key("responses", _id("client_id", client_id))
 
+    # -- the API's commands to one node's agent (contracts/node_commands.py) ----------------
+
+    def node_commands(self, node_id: str) -> str:
+        """NodeCommand, API -> the agent hosting the node (tailed without a group; capped)."""
+        return self._key("node-commands", _id("node_id", node_id))
+
+    def command_reply(self, command_id: str) -> str:
+        """List: the agent's NodeCommandReply to one command (BLPOPed by the API; expires)."""
+        return self._key("node-replies", _id("command_id", command_id))
+
+    def task_events(self, alloc_id: str) -> str:
+        """List: TaskEvent JSON recorded by the agent for one allocation (capped; expires)."""
+        return self._key("task-events", _id("alloc_id", alloc_id))
+
     # -- the leader's fencing keys ------------------------------------------------------------
 
     @property

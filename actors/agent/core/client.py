@@ -170,6 +170,27 @@ class ClientCore:
                 found.append((runner.alloc, used[0], used[1]))
         return found
 
+    def runner(self, node_id: str, alloc_id: str) -> AllocRunner | None:
+        """The runner of `alloc_id` if the agent runs it on hosted node `node_id`."""
+        if alloc_id not in self._by_node.get(node_id, ()):
+            return None
+        return self._runners.get(alloc_id)
+
+    def collect(self, alloc_id: str) -> bool:
+        """Nomad's client GC of one allocation: its drivers remove what they keep on disk for
+        it, and a finished runner whose final report is committed is forgotten (a signal then
+        finds no allocation). False, and nothing removed, while it still runs."""
+        if not alloc_id or alloc_id in (".", "..") or "/" in alloc_id or "\\" in alloc_id:
+            return False  # an ID that could name a folder elsewhere is no allocation of ours
+        runner = self._runners.get(alloc_id)
+        if runner is not None and not runner.finished:
+            return False
+        for driver in self._drivers.values():
+            driver.collect(alloc_id)
+        if runner is not None and runner.acknowledged:
+            self._forget(alloc_id)
+        return True
+
     def running_count(self) -> int:
         """Allocations this agent reports as running."""
         return sum(
@@ -195,11 +216,14 @@ class ClientCore:
         """
         gone = [a for a, r in self._runners.items() if r.acknowledged]
         for alloc_id in gone:
-            runner = self._runners.pop(alloc_id)
-            self._measurable.discard(alloc_id)
-            self._wake.cancel(alloc_id)
-            self._by_node.get(runner.alloc.node_id, set()).discard(alloc_id)
+            self._forget(alloc_id)
         return len(gone)
+
+    def _forget(self, alloc_id: str) -> None:
+        runner = self._runners.pop(alloc_id)
+        self._measurable.discard(alloc_id)
+        self._wake.cancel(alloc_id)
+        self._by_node.get(runner.alloc.node_id, set()).discard(alloc_id)
 
     def acknowledge(self, alloc_ids: Iterable[str]) -> None:
         """Mark reports as committed, for shells that do not feed back the updated records.

@@ -29,6 +29,13 @@ from actors.agent.core.drivers import Driver, DriverError, TaskHandle, TaskState
 from actors.agent.core.env import TaskEnv
 from actors.agent.core.payload import PayloadError, payload_file, write_dispatch_payload
 from contracts import CLIENT_TERMINAL, Allocation, ClientStatus, Job, Task, TaskGroup
+from contracts.node_commands import (
+    TASK_NOT_FOUND,
+    TASK_NOT_RUNNING,
+    ReplyError,
+    TaskEvent,
+    signaling_event,
+)
 from contracts.state_log import AllocClientUpdate, client_update
 
 RUNNING_DESCRIPTION = "Tasks are running"
@@ -199,6 +206,36 @@ class AllocRunner:
         if self.phase is Phase.STOPPING:
             self._reap(now)
         return self._emit(now)
+
+    def signal(self, task: str, signal: str, now: float) -> tuple[list[TaskEvent], str, ReplyError]:
+        """Send `signal` to the task named (every task for ""), as Nomad's allocRunner.Signal:
+        a "Signaling" event is recorded for each running task before its driver sends it.
+        Returns the events, what went wrong ("" when nothing did) and what kind of failure
+        that is (a driver's failure, or a task that is not there or not running)."""
+        group = self.job.lookup_task_group(self.alloc.task_group) if self.job else None
+        names = [t.name for t in group.tasks] if group is not None else []
+        if task and task not in names:
+            return [], TASK_NOT_FOUND, ReplyError.INVALID
+        events: list[TaskEvent] = []
+        errors: list[str] = []
+        kind = ReplyError.NONE
+        for name in [task] if task else names:
+            entry = self._handles.get(name)
+            live = self.phase in (Phase.RUNNING, Phase.STOPPING) and name not in self._pending
+            error = ""
+            if entry is None or not live:
+                error = TASK_NOT_RUNNING
+                kind = kind or ReplyError.INVALID
+            else:
+                events.append(signaling_event(name, signal, int(now * 1e9)))
+                try:
+                    entry[0].signal(entry[1], signal)
+                except Exception as exc:  # a driver's failure fails this signal, not the agent
+                    error = str(exc) or type(exc).__name__
+                    kind = ReplyError.FAILED
+            if error:
+                errors.append(error if task else f"Failed to signal task: {name}, err: {error}")
+        return events, "; ".join(errors), kind
 
     @property
     def measurable(self) -> bool:
