@@ -45,6 +45,11 @@ def render_status(deployment: dict[str, Any]) -> str:
             ("Description", deployment["StatusDescription"]),
         ]
     )
+    return f"{header}\n\nDeployed\n{deployed_table(deployment)}"
+
+
+def deployed_table(deployment: dict[str, Any]) -> str:
+    """Nomad's formatDeploymentGroups: a row per group (canary columns when any has some)."""
     groups = deployment["TaskGroups"]
     canaries = any(g["DesiredCanaries"] for g in groups.values())
     headers = ["Task Group", "Auto Revert"]
@@ -53,13 +58,18 @@ def render_status(deployment: dict[str, Any]) -> str:
     headers += ["Placed", "Healthy", "Unhealthy", "Progress Deadline"]
     rows = []
     for name, g in sorted(groups.items()):
-        row: list[Any] = [name, g["AutoRevert"]]
-        row += [g["Promoted"]] if canaries else []
+        row: list[Any] = [name, _go_bool(g["AutoRevert"])]
+        row += [_go_bool(g["Promoted"])] if canaries else []
         row += [g["DesiredTotal"]] + ([g["DesiredCanaries"]] if canaries else [])
         row += [g["PlacedAllocs"], g["HealthyAllocs"], g["UnhealthyAllocs"]]
         row.append(g["RequireProgressBy"] if deployment["Status"] == "running" else "-")
         rows.append(row)
-    return f"{header}\n\nDeployed\n{table(headers, rows)}"
+    return table(headers, rows)
+
+
+def _go_bool(value: Any) -> str:
+    """As Go's %v prints a bool: true / false."""
+    return str(value).lower()
 
 
 def deployment_promote(args: argparse.Namespace, client: ApiClient) -> int:

@@ -1,5 +1,5 @@
-"""`drover job ...`: run, plan, status, inspect, history, stop, revert, scale, scaling-events,
-validate — following `nomad job ...`, against the HTTP API."""
+"""`drover job ...`: run, plan, status (job_status.py), inspect, history, stop, revert, scale,
+scaling-events, validate — following `nomad job ...`, against the HTTP API."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from actors.api.core.shapes import job_to_nomad
 from contracts import Job, ValidationError, to_wire
 from contracts.jobspec import parse_job_file_with_warnings
 from launch.cli.client import ApiClient, CliError, segment
-from launch.cli.output import ago, date, error, key_values, print_json, short, table
+from launch.cli.job_status import status
+from launch.cli.output import date, error, key_values, print_json, short, table
 
 TERMINAL_EVAL = ("complete", "failed", "canceled")
 
@@ -218,78 +219,6 @@ def plan(args: argparse.Namespace, client: ApiClient) -> int:
     )
     # Nomad's exit codes: 0 no allocations created or destroyed, 1 some would be.
     return 1 if changes else 0
-
-
-def status(args: argparse.Namespace, client: ApiClient) -> int:
-    if not args.job:
-        jobs = client.get("/v1/jobs", namespace=args.namespace)
-        if args.json:
-            print_json(jobs)
-        elif not jobs:
-            print("No running jobs")
-        else:
-            print(
-                table(
-                    ["ID", "Type", "Priority", "Status", "Submit Date"],
-                    [
-                        (j["ID"], j["Type"], j["Priority"], j["Status"], date(j["SubmitTime"]))
-                        for j in jobs
-                    ],
-                )
-            )
-        return 0
-    job = client.get(_job_path(args.job), namespace=args.namespace)
-    summary = client.get(_job_path(args.job, "/summary"), namespace=args.namespace)
-    allocs = client.get(_job_path(args.job, "/allocations"), namespace=args.namespace)
-    if args.json:
-        print_json({"Job": job, "Summary": summary, "Allocations": allocs})
-        return 0
-    print(
-        key_values(
-            [
-                ("ID", job["ID"]),
-                ("Name", job["Name"]),
-                ("Submit Date", date(job["SubmitTime"])),
-                ("Type", job["Type"]),
-                ("Priority", job["Priority"]),
-                ("Datacenters", ",".join(job["Datacenters"])),
-                ("Namespace", job["Namespace"]),
-                ("Node Pool", job["NodePool"]),
-                ("Status", job["Status"]),
-                ("Version", job["Version"]),
-            ]
-        )
-    )
-    print("\nSummary")
-    fields = ["Queued", "Starting", "Running", "Failed", "Complete", "Lost", "Unknown"]
-    print(
-        table(
-            ["Task Group", *fields],
-            [(g, *(s[f] for f in fields)) for g, s in summary["Summary"].items()],
-        )
-    )
-    print("\nAllocations")
-    if not allocs:
-        print("No allocations placed")
-    else:
-        print(
-            table(
-                ["ID", "Node ID", "Task Group", "Version", "Desired", "Status", "Created"],
-                [
-                    (
-                        short(a["ID"]),
-                        short(a["NodeID"]),
-                        a["TaskGroup"],
-                        a["JobVersion"],
-                        a["DesiredStatus"],
-                        a["ClientStatus"],
-                        ago(a["CreateTime"]),
-                    )
-                    for a in reversed(allocs)
-                ],
-            )
-        )
-    return 0
 
 
 def inspect(args: argparse.Namespace, client: ApiClient) -> int:

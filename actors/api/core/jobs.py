@@ -100,11 +100,15 @@ def list_jobs(call: Call) -> ApiResponse:
             if j.id.startswith(prefix) and (namespace == "*" or j.namespace == namespace)
         ]
         jobs.sort(key=lambda j: (j.namespace, j.id))
+        children = shapes.children_summary(jobs, state.jobs())
         return [
             shapes.job_stub(
                 j,
                 shapes.job_summary(
-                    j, state.allocs_by_job(j.namespace, j.id), state.evals_by_job(j.namespace, j.id)
+                    j,
+                    state.allocs_by_job(j.namespace, j.id),
+                    state.evals_by_job(j.namespace, j.id),
+                    children.get(f"{j.namespace}/{j.id}"),
                 ),
             )
             for j in jobs
@@ -242,10 +246,12 @@ def job_evaluations(call: Call) -> ApiResponse:
 def job_summary(call: Call) -> ApiResponse:
     def render(state: StateReader) -> Any:
         job = _require_job(state, call)
+        children = shapes.children_summary((job,), state.jobs())
         return shapes.job_summary(
             job,
             state.allocs_by_job(job.namespace, job.id),
             state.evals_by_job(job.namespace, job.id),
+            children.get(f"{job.namespace}/{job.id}"),
         )
 
     return call.read(("jobs", "allocs"), render)

@@ -97,6 +97,25 @@ def job_stub(job: Job, summary: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def empty_children() -> dict[str, int]:
+    return {"Pending": 0, "Running": 0, "Dead": 0}
+
+
+def children_summary(parents: Iterable[Job], jobs: Iterable[Job]) -> dict[str, dict[str, int]]:
+    """Nomad's JobChildrenSummary for each of `parents` that launches jobs (periodic or
+    parameterized): its children among `jobs` counted by status, keyed by namespace/ID. One
+    pass over `jobs`, and none when no parent launches any."""
+    wanted = {(p.namespace, p.id) for p in parents if p.is_periodic or p.is_parameterized}
+    counts: dict[str, dict[str, int]] = {}
+    if not wanted:
+        return counts
+    for job in jobs:
+        if job.parent_id and (job.namespace, job.parent_id) in wanted:
+            bucket = counts.setdefault(f"{job.namespace}/{job.parent_id}", empty_children())
+            bucket[str(job.status).capitalize()] += 1
+    return counts
+
+
 _SUMMARY_FIELDS = {
     ClientStatus.PENDING: "Starting",
     ClientStatus.RUNNING: "Running",
@@ -108,10 +127,14 @@ _SUMMARY_FIELDS = {
 
 
 def job_summary(
-    job: Job, allocs: Iterable[Allocation], evals: Iterable[Evaluation]
+    job: Job,
+    allocs: Iterable[Allocation],
+    evals: Iterable[Evaluation],
+    children: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """Nomad's JobSummary: allocations per group and client status; `Queued` is what the
-    latest blocked evaluation still waits to place."""
+    latest blocked evaluation still waits to place; `Children` a periodic or parameterized
+    job's launched jobs by status (children_summary)."""
     groups: dict[str, Counter[str]] = {tg.name: Counter() for tg in job.task_groups}
     for alloc in allocs:
         status = _SUMMARY_FIELDS.get(alloc.client_status)
@@ -133,7 +156,7 @@ def job_summary(
         "JobID": job.id,
         "Namespace": job.namespace,
         "Summary": summary,
-        "Children": {"Pending": 0, "Running": 0, "Dead": 0},
+        "Children": children or empty_children(),
         "CreateIndex": job.create_index,
         "ModifyIndex": job.modify_index,
     }

@@ -173,3 +173,96 @@ def test_blocks_drover_does_not_model_are_run_with_a_warning(
         f'drover: warning: {path}: job "warned" > group "g" > task "t": '
         '"template" is not supported by drover yet and was ignored\n'
     )
+
+
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
+
+
+def sections(out: str) -> dict[str, list[str]]:
+    """`job status` output by section title (the header under ""): each section's lines."""
+    blocks = out.strip("\n").split("\n\n")
+    found = {"": blocks[0].splitlines()}
+    for block in blocks[1:]:
+        title, *lines = block.splitlines()
+        found[title] = lines
+    return found
+
+
+def test_status_of_a_periodic_job_lists_its_launched_children(agent_cli: Cli) -> None:
+    """Nomad's outputPeriodicInfo: the next launch, the Children Job Summary and the
+    Previously Launched Jobs (read with /v1/jobs?prefix=<id>/periodic-)."""
+    assert agent_cli("job", "run", "-detach", str(EXAMPLES / "periodic.nomad"))[0] == 0
+    code, out, _ = agent_cli("job", "status", "report")
+    assert code == 0 and "No instances of periodic job found" in out
+    assert agent_cli("job", "periodic", "force", "-detach", "report")[0] == 0
+    code, out, _ = agent_cli("job", "status", "report")
+    shown = sections(out)
+    assert "Periodic             = true" in shown[""]
+    assert "Parameterized        = false" in shown[""]
+    (launch,) = [line for line in shown[""] if line.startswith("Next Periodic Launch = ")]
+    assert re.fullmatch(rf"Next Periodic Launch = {DATE} \(\d+s from now\)", launch)
+    header, counts = shown["Children Job Summary"]
+    assert header.split() == ["Pending", "Running", "Dead"] and sum(map(int, counts.split())) == 1
+    (child,) = shown["Previously Launched Jobs"][1:]
+    child_id, child_status = child.split()
+    assert re.fullmatch(r"report/periodic-\d+", child_id)
+    assert child_status in ("pending", "running", "dead")
+    assert "Summary" not in shown and "Allocations" not in shown
+
+    code, out, _ = agent_cli("job", "status")
+    (row,) = [r for r in out.splitlines() if r.startswith("report ")]
+    assert row.split()[1] == "batch/periodic"
+
+
+def test_status_of_a_parameterized_job_lists_its_dispatched_children(agent_cli: Cli) -> None:
+    """Nomad's outputParameterizedInfo: the block, its summary and the Dispatched Jobs."""
+    assert agent_cli("job", "run", "-detach", str(EXAMPLES / "parameterized.nomad"))[0] == 0
+    code, out, _ = agent_cli("job", "status", "convert")
+    shown = sections(out)
+    assert shown["Parameterized Job"] == [
+        "Payload           = optional",
+        "Required Metadata = input",
+        "Optional Metadata = format",
+    ]
+    assert shown["Parameterized Job Summary"][1].split() == ["0", "0", "0"]
+    assert "No dispatched instances of parameterized job found" in shown
+    dispatched = []
+    for name in ("a", "b"):
+        code, out, _ = agent_cli("job", "dispatch", "-detach", "-meta", f"input={name}", "convert")
+        assert code == 0
+        dispatched.append(out.splitlines()[0].removeprefix("Dispatched Job ID = "))
+    code, out, _ = agent_cli("job", "status", "convert")
+    shown = sections(out)
+    assert sum(map(int, shown["Parameterized Job Summary"][1].split())) == 2
+    rows = shown["Dispatched Jobs"]
+    assert rows[0].split() == ["ID", "Status"]
+    assert sorted(r.split()[0] for r in rows[1:]) == sorted(dispatched)
+    summary = orjson.loads(agent_cli("job", "status", "-json", "convert")[1])
+    assert sum(summary["Summary"]["Children"].values()) == 2
+    assert sorted(c["ID"] for c in summary["Children"]) == sorted(dispatched)
+
+
+def test_status_of_a_service_job_shows_its_latest_deployment(
+    agent_cli: Cli, tmp_path: Path
+) -> None:
+    """Nomad's outputJobInfo: Latest Deployment (ID, Status, Description) and its Deployed
+    table between the Summary and the Allocations."""
+    update = 'update {\n    max_parallel = 1\n    min_healthy_time = "30s"\n  }\n  group "g"'
+    path = job_file(tmp_path, "rolled", count=2)
+    Path(path).write_text(Path(path).read_text().replace('group "g"', update, 1))
+    code, out, err = agent_cli("job", "run", path)
+    assert code == 0, err
+    deployment = orjson.loads(agent_cli("job", "status", "-json", "rolled")[1])["LatestDeployment"]
+    code, out, _ = agent_cli("job", "status", "rolled")
+    assert code == 0
+    shown = sections(out)
+    assert list(shown) == ["", "Summary", "Latest Deployment", "Deployed", "Allocations"]
+    assert shown["Latest Deployment"] == [
+        f"ID          = {deployment['ID'][:8]}",
+        "Status      = running",
+        "Description = Deployment is running",
+    ]
+    header, row = shown["Deployed"]
+    assert header.split()[:6] == ["Task", "Group", "Auto", "Revert", "Desired", "Placed"]
+    assert header.split()[6:8] == ["Healthy", "Unhealthy"]
+    assert row.split()[:5] == ["g", "false", "2", "2", "0"]

@@ -76,3 +76,21 @@ def test_scale_with_a_stale_job_modify_index_is_refused(call: Client) -> None:
         "POST", "/v1/job/web/scale", {"Count": 3, "Target": {"Group": "api"}, "JobModifyIndex": "x"}
     )
     assert bad.status == 400 and "JobModifyIndex" in bad.body
+
+
+def test_a_templates_summary_counts_its_children_by_status(call: Client) -> None:
+    """Nomad's JobSummary.Children: a parameterized job's dispatched jobs by status, in its
+    summary and in its stub in the job list; other jobs' stay zero."""
+    template = job_to_nomad(parse_job_file("examples/parameterized.nomad"))
+    assert call("POST", "/v1/jobs", {"Job": template}).status == 200
+    assert call("POST", "/v1/jobs", {"Job": web_job()}).status == 200
+    for name in ("a", "b"):
+        body = {"Meta": {"input": name}}
+        assert call("POST", "/v1/job/convert/dispatch", body).status == 200
+    children = call("GET", "/v1/job/convert/summary").body["Children"]
+    assert children == {"Pending": 2, "Running": 0, "Dead": 0}
+    stubs = {j["ID"]: j for j in call("GET", "/v1/jobs").body}
+    assert stubs["convert"]["JobSummary"]["Children"] == children
+    assert stubs["web"]["JobSummary"]["Children"] == {"Pending": 0, "Running": 0, "Dead": 0}
+    listed = call("GET", "/v1/jobs", prefix="convert/dispatch-").body
+    assert len(listed) == 2 and {j["ParentID"] for j in listed} == {"convert"}
