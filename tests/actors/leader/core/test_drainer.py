@@ -285,3 +285,14 @@ def test_only_the_draining_jobs_allocations_are_read() -> None:
     assert [a.node_id for a in c.live("other")] == ["n2"] * 3
     assert c.core.deadlines.times(DeadlineKind.MIGRATE) == before
     assert c.core.drainer.jobs == {("default", "web")}
+
+
+def test_sysbatch_work_runs_on_until_the_deadline_like_batch_work() -> None:
+    """Nomad's drainer marks no sysbatch allocation (sysbatch groups have no migrate block)
+    and waits for it to finish, or forces it off at the deadline."""
+    c = Cluster()
+    c.start(job("sweep", 1, job_type=JobType.SYSBATCH, migrate=None))
+    c.drain(deadline_s=30)
+    assert c.marked("sweep") == [] and c.store.node("n1").drain
+    c.tick(30)
+    assert c.marked("sweep") == ["sweep.g[0]"]
