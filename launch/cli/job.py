@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -211,6 +212,7 @@ def plan(args: argparse.Namespace, client: ApiClient) -> int:
             print(f'  Task Group "{group}" (failed to place allocations):')
             for line in _metric_lines(metric):
                 print(f"    * {line}")
+    _print_preemptions((reply.get("Annotations") or {}).get("PreemptedAllocs") or [])
     index = reply["JobModifyIndex"]
     print(f"\nJob Modify Index: {index}")
     print(
@@ -219,6 +221,20 @@ def plan(args: argparse.Namespace, client: ApiClient) -> int:
     )
     # Nomad's exit codes: 0 no allocations created or destroyed, 1 some would be.
     return 1 if changes else 0
+
+
+def _print_preemptions(preempted: list[dict[str, Any]]) -> None:
+    """Nomad's plan output: each allocation the job would evict, or per job past ten."""
+    if not preempted:
+        return
+    print("\nPreemptions:\n")
+    if len(preempted) <= 10:
+        rows = [[a["ID"], a["JobID"], a["TaskGroup"]] for a in preempted]
+        print(table(["Alloc ID", "Job ID", "Task Group"], rows))
+        return
+    per_job = Counter((a["JobID"], a.get("Namespace", "default")) for a in preempted)
+    rows = [[job_id, namespace, str(n)] for (job_id, namespace), n in sorted(per_job.items())]
+    print(table(["Job ID", "Namespace", "Preemptions"], rows))
 
 
 def inspect(args: argparse.Namespace, client: ApiClient) -> int:

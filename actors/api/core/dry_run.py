@@ -20,7 +20,7 @@ from actors.leader.core.job_lifecycle import register_job
 from actors.leader.core.plan_eval import evaluate_plan
 from actors.state import StateReader
 from actors.worker.core.scheduler import new_scheduler
-from contracts import Evaluation, Job, Plan, PlanResult
+from contracts import Allocation, Evaluation, Job, Plan, PlanResult
 from contracts.evaluation import AllocMetric, DesiredUpdates
 from contracts.state_log import UpsertJob
 
@@ -80,6 +80,9 @@ class DryRun:
     stopped: int = 0
     diff_type: str = "None"  # Added, Edited or None, as Nomad's JobDiff.Type
     warnings: tuple[str, ...] = ()
+    # The allocations placements would evict (their eviction records), as Nomad's
+    # PlanAnnotations.PreemptedAllocs; each group's count is in its desired updates.
+    preempted: list[Allocation] = field(default_factory=list)
 
 
 def plan_job(
@@ -112,13 +115,35 @@ def plan_job(
     final = planner.evals[-1] if planner.evals else evaluation
     # The last attempt's annotations, whether its plan was submitted or was a no-op.
     annotations = scheduler.annotations
+    desired = dict(annotations.desired_tg_updates) if annotations else {}
+    preempted = _preemptions(planner.plans, desired)
     return DryRun(
         job_modify_index=existing.job_modify_index if existing is not None else 0,
-        desired_updates=dict(annotations.desired_tg_updates) if annotations else {},
+        desired_updates=desired,
         failed_tg_allocs=dict(final.failed_tg_allocs or scheduler.failed_tg_allocs),
         created_evals=planner.created,
         placed=sum(len(a) for p in planner.plans for a in p.node_allocation.values()),
         stopped=sum(len(a) for p in planner.plans for a in p.node_update.values()),
         diff_type=diff,
         warnings=write.warnings,
+        preempted=preempted,
     )
+
+
+def _preemptions(plans: list[Plan], desired: dict[str, DesiredUpdates]) -> list[Allocation]:
+    """The allocations the plans' placements evict, counted into each placing group's
+    `preemptions` (`desired` is updated), as Nomad's computePlacements annotates a plan."""
+    evicted: list[Allocation] = []
+    for plan in plans:
+        stopped = {a.id: a for allocs in plan.node_update.values() for a in allocs}
+        for allocs in plan.node_allocation.values():
+            for alloc in allocs:
+                victims = [stopped[i] for i in alloc.preempted_allocations if i in stopped]
+                if not victims:
+                    continue
+                evicted += victims
+                group = desired.get(alloc.task_group, DesiredUpdates())
+                desired[alloc.task_group] = dataclasses.replace(
+                    group, preemptions=group.preemptions + len(victims)
+                )
+    return evicted

@@ -279,7 +279,8 @@ def plan(call: Call) -> ApiResponse:
         200,
         {
             "Annotations": {
-                "DesiredTGUpdates": {g: to_wire(u) for g, u in outcome.desired_updates.items()}
+                "DesiredTGUpdates": {g: to_wire(u) for g, u in outcome.desired_updates.items()},
+                "PreemptedAllocs": [shapes.alloc_stub(a) for a in outcome.preempted] or None,
             },
             "FailedTGAllocs": {g: to_wire(m) for g, m in outcome.failed_tg_allocs.items()} or None,
             "JobModifyIndex": outcome.job_modify_index,

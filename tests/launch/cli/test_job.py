@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import orjson
+import pytest
 
 Cli = Callable[..., tuple[int, str, str]]
 SHORT = r'"[0-9a-f]{8}"'
@@ -266,3 +267,27 @@ def test_status_of_a_service_job_shows_its_latest_deployment(
     assert header.split()[:6] == ["Task", "Group", "Auto", "Revert", "Desired", "Placed"]
     assert header.split()[6:8] == ["Healthy", "Unhealthy"]
     assert row.split()[:5] == ["g", "false", "2", "2", "0"]
+
+
+def test_plan_lists_the_allocations_it_would_preempt_and_sums_them_per_job_past_ten(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from launch.cli.job import _print_preemptions
+
+    few = [
+        {"ID": f"a{i}", "JobID": "low", "TaskGroup": "g", "Namespace": "default"} for i in (1, 2)
+    ]
+    _print_preemptions(few)
+    out = capsys.readouterr().out
+    assert "Preemptions:" in out and "Alloc ID" in out
+    assert [line.split() for line in out.splitlines()[-2:]] == [
+        ["a1", "low", "g"],
+        ["a2", "low", "g"],
+    ]
+    many = [
+        {"ID": f"b{i}", "JobID": "batchy", "TaskGroup": "g", "Namespace": "ns"} for i in range(11)
+    ]
+    _print_preemptions(many)
+    assert capsys.readouterr().out.splitlines()[-1].split() == ["batchy", "ns", "11"]
+    _print_preemptions([])
+    assert capsys.readouterr().out == ""

@@ -4,6 +4,7 @@ TestServiceSched_Preemption), under the scheduler configuration's switches."""
 
 from __future__ import annotations
 
+from actors.api.core.dry_run import plan_job
 from actors.worker.core.scheduler.preemption import (
     MAX_CANDIDATES,
     Candidate,
@@ -144,3 +145,20 @@ def test_at_most_max_candidates_are_considered_on_a_node() -> None:
     enough = choose_victims((10 * MAX_CANDIDATES, 0, 0), tiny)
     assert enough is not None and len(enough) == MAX_CANDIDATES
     assert choose_victims((10 * MAX_CANDIDATES + 1, 0, 0), tiny) is None
+
+
+def test_a_job_plan_annotates_what_it_would_preempt(h, build) -> None:
+    """Nomad's plan annotations: PreemptedAllocs, and the placing group's Preemptions."""
+    h.nodes(1)
+    _, low = fill(h, build, "node-0", priority=50)
+    system = build.job(
+        "sys", build.group(count=1, cpu=1000, memory_mb=256), type=JobType.SYSTEM, priority=100
+    )
+    outcome = plan_job(h.store.snapshot(), system)
+    assert [a.id for a in outcome.preempted] == [low.id]
+    assert outcome.preempted[0].desired_status is DesiredStatus.EVICT
+    [group] = system.task_groups
+    assert outcome.desired_updates[group.name].preemptions == 1
+    assert outcome.desired_updates[group.name].place == 1
+    stored = h.store.alloc(low.id)
+    assert stored is not None and stored.desired_status is DesiredStatus.RUN  # a dry run
