@@ -161,10 +161,13 @@ class DeploymentWatcher:
         self, deadlines: Deadlines, updates: Sequence[AllocClientUpdate], pending: Pending
     ) -> None:
         """Reports about to be committed: a running allocation starts its healthy timer; one
-        that failed (or, as a service, exited) before it was healthy is unhealthy."""
+        that failed (or, as a service, exited) before it was healthy is unhealthy. One the
+        server stopped (a stop, a migration, a newer version) gets no health: Nomad's client
+        stops watching an allocation's health once its desired status is stop or evict
+        (allochealth's AllocStoppedCh), so its tasks' exit says nothing about the rollout."""
         for update in updates:
             alloc = self.state.alloc(update.alloc_id)
-            if alloc is None or not alloc.deployment_id:
+            if alloc is None or not alloc.deployment_id or alloc.server_terminal():
                 continue
             deployment = pending.get(alloc.deployment_id)
             if deployment is None or not deployment.active:

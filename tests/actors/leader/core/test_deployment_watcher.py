@@ -5,6 +5,7 @@ Every decision is committed to a real store as the leader's loop would."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -16,6 +17,7 @@ from contracts import (
     AllocatedResources,
     Allocation,
     ClientStatus,
+    DesiredStatus,
     DriverInfo,
     Job,
     Node,
@@ -219,6 +221,29 @@ def test_a_failed_allocation_fails_the_deployment(core: LeaderCore, clock: Clock
     assert deployment.status is DeploymentStatus.FAILED
     assert deployment.status_description == DESCRIPTION_FAILED_ALLOCATIONS
     assert deployment.task_groups["g"].unhealthy_ids == (a0,)
+
+
+def test_an_allocation_the_server_stopped_gets_no_health_when_its_tasks_exit(
+    core: LeaderCore, clock: Clock
+) -> None:
+    """`nomad alloc stop` (or a migration) during a rollout: its client stops watching its
+    health, so the exit of its tasks neither marks it unhealthy nor fails the deployment."""
+    current = register(core, job())
+    a0, a1 = place(core, current, 2)
+    stopped = core.state.alloc(a0)
+    assert stopped is not None
+    stop = dataclasses.replace(stopped, desired_status=DesiredStatus.STOP)
+    changes, _ = core.apply_plan(
+        PlanSubmission(Plan(eval_id="e2", job_id="web", node_update={"n1": (stop,)}), "r")
+    )
+    commit(core, changes)
+    report(core, ClientStatus.COMPLETE, a0)
+    report(core, ClientStatus.RUNNING, a1)
+    deployment = latest(core)
+    assert deployment.status is DeploymentStatus.RUNNING
+    assert deployment.health_of(a0) is None
+    tick(core, clock, 10)
+    assert latest(core).health_of(a1) is True
 
 
 def test_auto_revert_goes_back_to_the_latest_stable_version(core: LeaderCore, clock: Clock) -> None:
