@@ -6,7 +6,12 @@ DIR is python-nomad 2.1.0's source distribution, unpacked (its `tests/` are what
     tar -xzf /tmp/pynomad/python_nomad-2.1.0.tar.gz -C /tmp/pynomad
 
 The tests need `responses`, `flaky` and `mock` besides pytest (`pip install responses flaky
-mock`); python-nomad itself is one of drover's dev dependencies. Nothing here needs the
+mock`); python-nomad itself is one of drover's dev dependencies. python-nomad pins responses
+0.9.0, which ignored a mocked URL's query string unless asked to match it; a newer responses
+matches it exactly, and test_deployments.py's mock-only namespace test registers
+`?namespace=admin` where python-nomad sends `?prefix=&namespace=admin`: the conftest.py the
+harness writes restores the pinned version's default for those mocks (no request to drover
+is involved). Nothing here needs the
 network: the agent listens on loopback.
 
 As python-nomad's CI runs them (`nomad agent -dev -node pynomad1 -acl-enabled`, NOMAD_IP,
