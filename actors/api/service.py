@@ -32,13 +32,17 @@ from actors.state import StateReader
 from actors.streams.envelope import BadMessage, decode_envelope
 from actors.streams.leader_link import LeaderUnanswered
 from actors.streams.names import StreamNames
+from actors.streams.node_link import send_commands, task_events
 from contracts import Job
 from contracts.codec import CodecError
 from contracts.jobspec.limits import DEFAULT_LIMITS, JobLimits
 from contracts.messages import LeaderRequest, LeaderResponse
+from contracts.node_commands import NodeCommand, NodeCommandReply, TaskEvent
 from contracts.usage import REPORT_TYPE, UsageReport, decode_report
 
 WRITE_VISIBLE_TIMEOUT_S = 30.0
+DEFAULT_RPC_PORT = 4647  # Nomad's default `ports { rpc }`
+NODE_COMMAND_TIMEOUT_S = 10.0  # an agent answers in milliseconds; a node may have just died
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +211,21 @@ class ApiService:
         if self.fleet_manager is None:
             raise KeyError(name)
         return self.fleet_manager.delete_fleet(name, deadline_s)
+
+    # -- commands to one node's agent (signals, client GC) ----------------------------------------
+
+    def node_commands(self, commands: Sequence[NodeCommand]) -> list[NodeCommandReply | None]:
+        try:
+            return send_commands(self.client, self.names, commands, NODE_COMMAND_TIMEOUT_S)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise ApiError(503, f"Redis is unreachable ({exc}): the node was not reached") from None
+
+    def task_events(self, alloc_id: str) -> list[TaskEvent]:
+        try:
+            return task_events(self.client, self.names, alloc_id)
+        except redis.RedisError:
+            log.warning("the task events of allocation %s cannot be read", alloc_id)
+            return []
 
     # -- usage (for /v1/metrics) -----------------------------------------------------------------
 

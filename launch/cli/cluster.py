@@ -1,4 +1,4 @@
-"""`drover node ...`, `drover alloc status` and `drover eval ...`."""
+"""`drover node ...`, `drover alloc status|signal` and `drover eval ...`."""
 
 from __future__ import annotations
 
@@ -156,6 +156,17 @@ def alloc_status(args: argparse.Namespace, client: ApiClient) -> int:
     return 0
 
 
+def alloc_signal(args: argparse.Namespace, client: ApiClient) -> int:
+    """Nomad's `alloc signal [-s SIGNAL] [-task TASK] ALLOC [TASK]`: the signal (SIGKILL when
+    none is given, as Nomad's) to the task named, or to every task; silent on success."""
+    if args.task and args.task_name and args.task != args.task_name:
+        raise CliError(f'-task "{args.task}" and the task argument "{args.task_name}" differ')
+    alloc_id = client.resolve("alloc", args.alloc)
+    body = {"Signal": args.s or "SIGKILL", "Task": args.task or args.task_name or None}
+    client.post(f"/v1/client/allocation/{segment(alloc_id)}/signal", body)
+    return 0
+
+
 RECENT_EVENTS = 10  # as `nomad alloc status` shows without -verbose
 
 
@@ -281,6 +292,11 @@ def add_parsers(commands: Any, flag: Any) -> None:
     alloc = group("alloc", "allocations")
     p = cmd(alloc, "status", alloc_status, "show an allocation", json=True)
     p.add_argument("alloc")
+    p = cmd(alloc, "signal", alloc_signal, "send a signal to an allocation's tasks")
+    flag(p, "-s", default="", help="the signal, e.g. SIGHUP (default SIGKILL)")
+    flag(p, "-task", default="", help="the task to signal (default: every task)")
+    p.add_argument("alloc")
+    p.add_argument("task_name", nargs="?", default="", metavar="task")
 
     evals = group("eval", "evaluations")
     cmd(evals, "list", eval_list, "list evaluations", json=True)

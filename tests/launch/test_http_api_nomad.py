@@ -1,10 +1,13 @@
 """Nomad endpoints and checks of issue 18 against a running agent over real HTTP (real Ray
 actors, the embedded Redis, ACLs on): search and fuzzy search, a forced GC and Node.Evaluate,
 the leader's address without a token and a drain without a deadline, the eval priority, node
-pool and scale index checks, and allocations' TaskStates (with `drover alloc status`)."""
+pool and scale index checks, allocations' TaskStates (with `drover alloc status`), signals
+reaching a raw_exec task and the client GC removing its folder (with `drover alloc signal`),
+and a dispatched payload read by its raw_exec task."""
 
 from __future__ import annotations
 
+import base64
 import time
 import urllib.error
 import urllib.request
@@ -49,7 +52,17 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DroverSystem]:
         data_dir=Path(tmp_path_factory.mktemp("drover-http-nomad")),
         workers=1,
         num_cpus=2,
-        fleets=[FleetSpec(name="sim", count=3, cpu_mhz=4000, memory_mb=8192, disk_mb=20_000)],
+        fleets=[
+            FleetSpec(
+                name="sim",
+                count=3,
+                cpu_mhz=4000,
+                memory_mb=8192,
+                disk_mb=20_000,
+                drivers=("mock", "raw_exec"),
+            )
+        ],
+        raw_exec=True,  # the signal and payload tests run real processes
         http_addr="127.0.0.1:0",
         acl_enabled=True,
         acl_bootstrap_token=TOKEN,
@@ -481,3 +494,154 @@ def test_scheduler_configuration_and_service_preemption_over_http(system: Drover
         for job_id in ("urgent", "filler"):
             http(system, "DELETE", f"/v1/job/{job_id}?purge=true")
         http(system, "PUT", path, config["SchedulerConfig"])
+
+
+SIGNALLED = """
+job "signalled" {{
+  datacenters = ["dc1"]
+  group "g" {{
+    task "trap" {{
+      driver = "raw_exec"
+      config {{
+        command = "/bin/sh"
+        args    = ["-c", "trap 'echo got >> {out}' USR1 HUP; while :; do sleep 0.05; done"]
+      }}
+      kill_timeout = "1s"
+      resources {{
+        cpu    = 20
+        memory = 16
+      }}
+    }}
+    task "side" {{
+      driver = "mock"
+      resources {{
+        cpu    = 20
+        memory = 16
+      }}
+    }}
+  }}
+}}
+"""
+
+
+def alloc_dir(system: DroverSystem, alloc_id: str) -> Path:
+    """Where the hosting agent's raw_exec driver keeps the allocation (<data>/allocs/<agent>)."""
+    return next(system.config.data_dir.glob("allocs/*")) / alloc_id
+
+
+def test_signals_reach_the_task_and_show_as_events_and_the_client_gc_collects(
+    system: DroverSystem,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = tmp_path / "signals"
+    spec = job_to_nomad(parse_hcl_with_warnings(SIGNALLED.format(out=out))[0])
+    assert http(system, "POST", "/v1/jobs", {"Job": spec})[0] == 200
+    (alloc,) = running(system, "signalled", 1)
+    path = f"/v1/client/allocation/{alloc['ID']}/signal"
+
+    def lines(n: int) -> list[str]:
+        def enough() -> list[str] | None:
+            got = out.read_text().split() if out.exists() else []
+            return got if len(got) >= n else None
+
+        return list(wait_for(enough, f"{n} signals"))
+
+    status, reply = http(system, "POST", path, {"Signal": "SIGUSR1", "Task": "trap"})
+    assert (status, reply) == (200, {"Index": 0})
+    assert lines(1) == ["got"]
+    full = http(system, "GET", f"/v1/allocation/{alloc['ID']}")[1]
+    (signaling,) = [e for e in full["TaskStates"]["trap"]["Events"] if e["Type"] == "Signaling"]
+    assert signaling["DisplayMessage"] == "Task being sent signal SIGUSR1"
+    assert signaling["Details"] == {"signal": "SIGUSR1"}
+    assert all(e["Type"] != "Signaling" for e in full["TaskStates"]["side"]["Events"])
+
+    # python-nomad's calls, unchanged: every task, then a signal Nomad does not know.
+    host, port = system.http_address.removeprefix("http://").split(":")
+    client = nomad.Nomad(host=host, port=int(port), token=TOKEN, timeout=30)
+    assert client.client.allocation.signal_allocation(alloc["ID"], "SIGHUP") == {"Index": 0}
+    assert lines(2) == ["got", "got"]
+    with pytest.raises(nomad.api.exceptions.BaseNomadException, match="invalid signal"):
+        client.client.allocation.signal_allocation(alloc["ID"], "INVALID-SIGNAL")
+    nope = http(system, "POST", path, {"Signal": "SIGHUP", "Task": "nope"})
+    assert nope[0] == 400 and 'Task not found: "nope"' in nope[1]
+    full = http(system, "GET", f"/v1/allocation/{alloc['ID']}")[1]
+    side = [e["Type"] for e in full["TaskStates"]["side"]["Events"]]
+    assert side.count("Signaling") == 1  # the signal to every task reached the mock task too
+
+    monkeypatch.setenv("DROVER_ADDR", system.http_address)
+    monkeypatch.setenv("DROVER_TOKEN", TOKEN)
+    assert cli(["alloc", "signal", "-s", "SIGUSR1", alloc["ID"][:8], "trap"]) == 0
+    assert lines(3) == ["got"] * 3
+    assert cli(["alloc", "status", alloc["ID"][:8]]) == 0
+    assert "Task being sent signal SIGUSR1" in capsys.readouterr().out
+    assert cli(["alloc", "signal", "-s", "SIGNOPE", alloc["ID"][:8]]) == 1
+    assert "invalid signal 'SIGNOPE'" in capsys.readouterr().err
+
+    # The client GC: refused while it runs, its folder removed once it stopped.
+    gc = f"/v1/client/allocation/{alloc['ID']}/gc"
+    refused = http(system, "GET", gc)
+    assert refused[0] == 400 and "not eligible for GC" in refused[1]
+    folder = alloc_dir(system, alloc["ID"])
+    assert (folder / "trap").is_dir()
+    assert http(system, "DELETE", "/v1/job/signalled")[0] == 200
+
+    def stopped() -> bool:
+        found = http(system, "GET", f"/v1/allocation/{alloc['ID']}")[1]
+        return bool(found["ClientStatus"] == "complete")
+
+    wait_for(stopped, "the allocation to stop")
+    assert http(system, "GET", gc) == (200, None)
+    assert not folder.exists()
+    assert client.client.gc_all_allocations.garbage_collect(alloc["NodeID"]) is None
+    assert client.client.gc_all_allocations.garbage_collect() is None
+    assert http(system, "GET", "/v1/client/gc?node_id=nope")[0] == 404
+
+
+PAYLOAD_JOB = """
+job "reader" {
+  datacenters = ["dc1"]
+  type = "batch"
+  parameterized {
+    payload = "required"
+  }
+  group "g" {
+    task "cat" {
+      driver = "raw_exec"
+      config {
+        command = "cat"
+        args    = ["local/input.txt"]
+      }
+      dispatch_payload {
+        file = "input.txt"
+      }
+      resources {
+        cpu    = 20
+        memory = 16
+      }
+    }
+  }
+}
+"""
+
+
+def test_a_dispatched_payload_is_the_file_its_raw_exec_task_cats(system: DroverSystem) -> None:
+    spec = job_to_nomad(parse_hcl_with_warnings(PAYLOAD_JOB)[0])
+    assert spec["TaskGroups"][0]["Tasks"][0]["DispatchPayload"] == {"File": "input.txt"}
+    assert http(system, "POST", "/v1/jobs", {"Job": spec})[0] == 200
+    payload = b"id,name\n1,ada\n"
+    body = {"Payload": base64.b64encode(payload).decode()}
+    status, reply = http(system, "POST", "/v1/job/reader/dispatch", body)
+    assert status == 200
+    child = reply["DispatchedJobID"].replace("/", "%2F")
+
+    def finished() -> list[dict] | None:
+        allocs = http(system, "GET", f"/v1/job/{child}/allocations")[1]
+        return allocs if allocs and allocs[0]["ClientStatus"] in ("complete", "failed") else None
+
+    (alloc,) = wait_for(finished, "the dispatched child to finish")
+    assert alloc["ClientStatus"] == "complete", alloc["ClientDescription"]
+    folder = alloc_dir(system, alloc["ID"])
+    assert (folder / "cat" / "local" / "input.txt").read_bytes() == payload
+    assert (folder / "alloc" / "logs" / "cat.stdout").read_bytes() == payload

@@ -116,6 +116,12 @@ NEEDS: dict[tuple[str, str], Need] = {
     ("POST", "/v1/agent/force-leave"): Need("agent", write=True),
     ("GET", "/v1/client/stats"): NODE_READ,
     ("GET", "/v1/client/allocation/:id/stats"): _READ_JOB,
+    # Any valid token: Nomad's client checks alloc-lifecycle (signal) and submit-job (GC) in
+    # the allocation's own namespace, and so do the handlers (client_commands.py).
+    ("POST", "/v1/client/allocation/:id/signal"): TOKEN,
+    ("PUT", "/v1/client/allocation/:id/signal"): TOKEN,
+    **{(m, "/v1/client/allocation/:id/gc"): TOKEN for m in ("GET", "PUT", "POST")},
+    **{(m, "/v1/client/gc"): NODE_WRITE for m in ("GET", "PUT", "POST")},
     ("POST", "/v1/validate/job"): _ns("read-job"),
     ("PUT", "/v1/validate/job"): _ns("read-job"),
     # Nomad answers these without a token.

@@ -17,6 +17,7 @@ from urllib.parse import unquote
 from actors.api.core import (
     acl_routes,
     agent_routes,
+    client_commands,
     client_routes,
     cluster,
     deployment_routes,
@@ -109,6 +110,7 @@ _ROUTES: list[tuple[str, str, Handler]] = [
     *acl_routes.ROUTES,
     *agent_routes.ROUTES,
     *client_routes.ROUTES,
+    *client_commands.ROUTES,
     ("GET", "/v1/metrics", metrics_routes.metrics),
     *event_routes.ROUTES,
     *deployment_routes.ROUTES,

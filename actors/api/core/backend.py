@@ -11,6 +11,7 @@ from actors.state import StateReader
 from contracts import Job
 from contracts.jobspec.limits import JobLimits
 from contracts.messages import LeaderRequest, LeaderResponse
+from contracts.node_commands import NodeCommand, NodeCommandReply, TaskEvent
 from contracts.usage import UsageReport
 
 
@@ -72,6 +73,17 @@ class Backend(Protocol):
     def delete_fleet(self, name: str, deadline_s: float) -> int:
         """Delete a declared fleet: its instances drain (Nomad's drain deadline; < 0 forces at
         once) and each leaves once drained. Returns how many are draining. KeyError: unknown."""
+        ...
+
+    def node_commands(self, commands: Sequence[NodeCommand]) -> list[NodeCommandReply | None]:
+        """Send each command to the agent of its node and wait for the replies (a few seconds
+        at most, for all of them together): in the commands' order, None for a node whose
+        agent did not answer in time. ApiError(503) when Redis cannot be reached."""
+        ...
+
+    def task_events(self, alloc_id: str) -> Sequence[TaskEvent]:
+        """The task events agents recorded for the allocation (contracts/node_commands.py),
+        oldest first; empty when there are none or they cannot be read."""
         ...
 
     def recent_usage(self, since_ms: int, limit: int) -> Sequence[UsageReport]:

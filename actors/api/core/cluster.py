@@ -99,6 +99,7 @@ def get_alloc(call: Call) -> ApiResponse:
             alloc,
             state.job_version(alloc.namespace, alloc.job_id, alloc.job_version),
             deployment_lookup(state)(alloc),
+            call.backend.task_events(alloc.id),
         )
 
     return call.read(("allocs",), render)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -27,6 +27,7 @@ from contracts import DrainStrategy, EvalStatus, Job
 from contracts.errors import NotFoundError, ValidationError
 from contracts.jobspec.limits import DEFAULT_LIMITS, JobLimits
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
+from contracts.node_commands import NodeCommand, NodeCommandKind, NodeCommandReply, TaskEvent
 from contracts.usage import UsageReport
 
 
@@ -55,6 +56,11 @@ class MemoryBackend:
         # The autoscaler's file policies (the real registry and applied-file store); None:
         # no autoscaler runs.
         self.policy_files: AppliedPolicies | None = None
+        # Commands sent to nodes' agents, what the agents answer (None: no answer in time),
+        # and the task events they recorded, by allocation.
+        self.sent: list[NodeCommand] = []
+        self.answer: Callable[[NodeCommand], NodeCommandReply | None] = _done
+        self.events: dict[str, list[TaskEvent]] = {}
 
     def start_autoscaler(self) -> AppliedPolicies:
         self.policy_files = AppliedPolicies(PolicyRegistry(), MemoryPolicyStore())
@@ -162,6 +168,15 @@ class MemoryBackend:
         """What an agent's XADD on the usage stream does."""
         self.usage.append((at_ms, report))
 
+    def node_commands(self, commands: Sequence[NodeCommand]) -> list[NodeCommandReply | None]:
+        """What the agents answer: `answer` (every command done, by default); each command
+        sent is kept in `sent`, and the events of an answered signal in `events`."""
+        self.sent.extend(commands)
+        return [self.answer(c) for c in commands]
+
+    def task_events(self, alloc_id: str) -> list[TaskEvent]:
+        return list(self.events.get(alloc_id, ()))
+
     def recent_usage(self, since_ms: int, limit: int) -> list[UsageReport]:
         newest_first = [r for at, r in reversed(self.usage) if at >= since_ms]
         return newest_first[:limit]
@@ -178,6 +193,11 @@ class MemoryBackend:
                     now_ns=lambda: 2_000,
                     new_id=ids.__next__,
                 ).process(ev)
+
+
+def _done(command: NodeCommand) -> NodeCommandReply:
+    collected = (command.alloc_id,) if command.kind is NodeCommandKind.GC_ALLOC else ()
+    return NodeCommandReply(command.command_id, collected=collected or command.alloc_ids)
 
 
 class Client:

@@ -10,13 +10,14 @@ and the list stubs. `job_to_nomad` output parses back with `contracts.jobspec.pa
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from actors.api.core.deployment_shapes import deployment_status
 from actors.api.core.task_states import task_resources, task_states
 from contracts import Allocation, ClientStatus, Evaluation, Job, Node, to_wire
 from contracts.deployment import Deployment
+from contracts.node_commands import TaskEvent
 from contracts.resources import AllocatedResources, NodeResources
 
 NS_PER_S = 1_000_000_000
@@ -224,13 +225,17 @@ def alloc_stub(
 
 
 def alloc_full(
-    alloc: Allocation, job: Job | None, deployment: Deployment | None = None
+    alloc: Allocation,
+    job: Job | None,
+    deployment: Deployment | None = None,
+    events: Sequence[TaskEvent] = (),
 ) -> dict[str, Any]:
+    """Nomad's Allocation; `events`: the task events its agent recorded (task_states.py)."""
     full: dict[str, Any] = to_wire(alloc)
     full["DeploymentStatus"] = deployment_status(alloc, deployment)
     tasks = task_resources(alloc, job)
     full["AllocatedResources"] = allocated_resources(alloc.allocated_resources, tasks)
-    full["TaskStates"] = task_states(alloc, job)
+    full["TaskStates"] = task_states(alloc, job, events)
     full["Job"] = job_to_nomad(job) if job is not None else None
     return full
 

@@ -16,7 +16,10 @@ So the task states here are derived from that record, and say no more than it kn
 - FinishedAt: a dead task's allocation's ModifyTime (its terminal report);
 - Events: "Received" at the allocation's creation, "Started" when the start time is known,
   then "Terminated" (exit or failure, with the agent's message), "Sibling Task Failed" or
-  "Killed" (stopped by the scheduler), Nomad's event types and display messages.
+  "Killed" (stopped by the scheduler), Nomad's event types and display messages; with the
+  events the agent recorded itself merged in by time ("Signaling", contracts/node_commands.py,
+  which only `GET /v1/allocation/:id` reads: a list would read one Redis list per
+  allocation), each task's newest MAX_EVENTS kept, as Nomad's client keeps them.
 
 Per-task resources: each task's CPU and memory ask from its job version (the allocation's
 totals when the group has one task), and the allocation's device instances given to the
@@ -26,14 +29,16 @@ tasks in the order they asked for them (what the scheduler does, stack.offer_dev
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from actors.agent.core.runner import STOPPED_DESCRIPTION
 from actors.state import StateReader
 from contracts import Allocation, ClientStatus, Job, TaskGroup
+from contracts.node_commands import TaskEvent
 
 ZERO_TIME = "0001-01-01T00:00:00Z"  # Go's zero time.Time, as Nomad serialises it
+MAX_EVENTS = 10  # per task, as Nomad's client keeps them
 
 _STATE = {
     ClientStatus.PENDING: "pending",
@@ -79,7 +84,16 @@ def _failure_of(description: str, task: str) -> str | None:
     return None
 
 
-def _task_state(alloc: Allocation, task: str) -> dict[str, Any]:
+def _recorded(event: TaskEvent) -> dict[str, Any]:
+    """An event the agent recorded, in Nomad's TaskEvent JSON (a Signaling event also
+    carries the signal in TaskSignal, as Nomad's does)."""
+    extra: dict[str, Any] = {"Details": dict(event.details)}
+    if "signal" in event.details:
+        extra |= {"TaskSignal": event.details["signal"], "TaskSignalReason": ""}
+    return _event(event.type, event.time, event.display_message, event.message, **extra)
+
+
+def _task_state(alloc: Allocation, task: str, recorded: Sequence[TaskEvent] = ()) -> dict[str, Any]:
     status = alloc.client_status
     events = [_event("Received", alloc.create_time, "Task received by client")]
     started = alloc.modify_time if status is ClientStatus.RUNNING else 0
@@ -101,6 +115,10 @@ def _task_state(alloc: Allocation, task: str) -> dict[str, Any]:
             text = "Task's sibling failed"
             events.append(_event("Sibling Task Failed", finished, text))
             events.append(_event("Killed", finished, "Task successfully killed"))
+    if recorded:
+        events += [_recorded(e) for e in recorded if e.task == task]
+        events.sort(key=lambda e: int(e["Time"]))  # stable: derived ones first at a tie
+        events = events[-MAX_EVENTS:]
     return {
         "State": _STATE[status],
         "Failed": failed,
@@ -116,12 +134,15 @@ def _group(alloc: Allocation, job: Job | None) -> TaskGroup | None:
     return job.lookup_task_group(alloc.task_group) if job is not None else None
 
 
-def task_states(alloc: Allocation, job: Job | None) -> dict[str, Any] | None:
-    """Nomad's TaskStates (task name -> TaskState); None when the job version is gone."""
+def task_states(
+    alloc: Allocation, job: Job | None, recorded: Sequence[TaskEvent] = ()
+) -> dict[str, Any] | None:
+    """Nomad's TaskStates (task name -> TaskState), with the events the agent `recorded`;
+    None when the job version is gone."""
     group = _group(alloc, job)
     if group is None:
         return None
-    return {task.name: _task_state(alloc, task.name) for task in group.tasks}
+    return {task.name: _task_state(alloc, task.name, recorded) for task in group.tasks}
 
 
 def task_resources(alloc: Allocation, job: Job | None) -> dict[str, Any]:
