@@ -35,7 +35,7 @@ from actors.agent.actor import AgentActor
 from actors.agent.core import FleetSpec, node_id_for
 from actors.api.core import Api, ApiError
 from actors.api.server import ApiHttpServer, tls_context
-from actors.api.service import ApiService
+from actors.api.service import DEFAULT_RPC_PORT, ApiService
 from actors.autoscaler.actor import AutoscalerActor, AutoscalerClient
 from actors.broker.actor import BrokerActor
 from actors.leader.actor import LeaderActor
@@ -91,6 +91,10 @@ class SystemConfig:
     stop_timeout_s: float = 15.0
     actor_options: dict[str, Any] = field(default_factory=dict)
     http_addr: str | None = None  # e.g. "127.0.0.1:4646" (port 0: any free port); None: no API
+    # Nomad's `ports { rpc }`: the port the server reports as its RPC address with the API's
+    # host (/v1/status/leader, /peers, /v1/agent/servers). Nothing listens on it: drover's
+    # servers and clients talk through Redis, and clients use the HTTP API.
+    rpc_port: int = DEFAULT_RPC_PORT
     acl_enabled: bool = False
     # HTTPS: PEM certificate (chain) and key files, as Nomad's tls { cert_file, key_file }.
     tls_cert: Path | None = None
@@ -276,8 +280,8 @@ class DroverSystem:
             tls = tls_context(str(config.tls_cert), str(config.tls_key))
         # Bound here, serving from start().
         self.http = ApiHttpServer(addr, Api(self.api), ssl_context=tls)
-        host, port = self.http.server_address[:2]
-        self.api.advertise(_advertised_address(str(host), int(port)))
+        host = self.http.server_address[0]
+        self.api.advertise(_advertised_host(str(host)), config.rpc_port)
         self.http.start()
 
     @property
@@ -629,10 +633,10 @@ def spec_from_stored(stored: dict[str, Any]) -> FleetSpec:
     return FleetSpec(**known)
 
 
-def _advertised_address(host: str, port: int) -> str:
-    """The address /v1/status/leader and /peers give: the API server as bound (a Nomad dev
-    agent gives its RPC address; ours is the API's). A wildcard bind is reachable on loopback."""
-    return f"{'127.0.0.1' if host in ('', '0.0.0.0') else host}:{port}"
+def _advertised_host(host: str) -> str:
+    """The agent's advertise host: the API server's as bound (a wildcard bind is reachable on
+    loopback), reported with the RPC port as the server's address (/v1/status/leader)."""
+    return "127.0.0.1" if host in ("", "0.0.0.0") else host
 
 
 def _logged(what: str, step: Callable[[], object]) -> None:

@@ -138,14 +138,16 @@ class ApiService:
             self.replica.wait_for(response.index, WRITE_VISIBLE_TIMEOUT_S)
         return response
 
-    def advertise(self, address: str) -> None:
-        """Set the host:port the HTTP server serving this API is bound to: what
-        /v1/status/leader and /peers answer (drover's single leader is reached through it)."""
-        self._advertised = address
+    def advertise(self, host: str, rpc_port: int = DEFAULT_RPC_PORT) -> None:
+        """Set this agent's advertise address (the host its HTTP server is bound to) and the
+        RPC port it reports (Nomad's `ports { rpc }`): the server's identity, as Nomad gives
+        it in /v1/status/leader and /peers and /v1/agent/servers. drover's servers talk
+        through Redis, so nothing listens on that port; the HTTP API is where clients go."""
+        self._advertised = f"{host}:{rpc_port}"
 
     def leader_address(self) -> str:
-        """The advertised address; "" until the server is bound (Nomad's answer when there
-        is no leader)."""
+        """The leader's RPC address, `<advertise host>:<rpc port>`; "" until the HTTP server
+        is bound (Nomad's answer when there is no leader)."""
         return self._advertised
 
     # -- ACL -------------------------------------------------------------------------------------

@@ -32,6 +32,17 @@ def _flag(parser: argparse.ArgumentParser, name: str, **kwargs: Any) -> None:
     parser.add_argument(name, "-" + name, **kwargs)
 
 
+def _port(text: str) -> int:
+    """A TCP port number, for argparse (its error names the value)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port (1-65535)")
+    return port
+
+
 def _demo(args: argparse.Namespace) -> int:
     from launch.demo import run_demo
 
@@ -129,6 +140,7 @@ def _agent(args: argparse.Namespace) -> int:
         node_name=node_name,
         raw_exec=True,  # as in Nomad's -dev mode
         http_addr=args.http_addr,
+        rpc_port=args.rpc_port,
         tls_cert=Path(args.tls_cert) if args.tls_cert else None,
         tls_key=Path(args.tls_key) if args.tls_key else None,
         acl_enabled=args.acl_enabled,
@@ -178,6 +190,14 @@ def build_parser() -> argparse.ArgumentParser:
     _flag(agent, "-dev", action="store_true", help="development mode")
     _flag(agent, "-data-dir", default=".drover-data")
     _flag(agent, "-http-addr", default="127.0.0.1:4646", help="API address (loopback by default)")
+    _flag(
+        agent,
+        "-rpc-port",
+        type=_port,
+        default=4647,
+        help="the RPC port the server reports as its address (Nomad's ports { rpc }; nothing"
+        " listens there: drover's servers talk through Redis)",
+    )
     _flag(agent, "-redis-url", default=None, help="default: embedded")
     _flag(agent, "-ray-address", default=None, help="default: local Ray")
     _flag(agent, "-workers", type=int, default=None, help="default: CPUs")

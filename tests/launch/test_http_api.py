@@ -168,10 +168,10 @@ def test_nodes_and_status_endpoints_over_http(system: DroverSystem) -> None:
     node = http(system, "GET", f"/v1/node/{node_id}")[1]
     assert node["SchedulingEligibility"] == "ineligible"
     http(system, "POST", f"/v1/node/{node_id}/eligibility", {"Eligibility": "eligible"})
-    # The leader is reached through the API that answers (no made-up RPC port).
-    served = system.http_address.removeprefix("http://")
-    assert http(system, "GET", "/v1/status/leader")[1] == served
-    assert http(system, "GET", "/v1/status/peers")[1] == [served]
+    # The leader is named as Nomad names a server: the advertise host and the RPC port.
+    host = system.http_address.removeprefix("http://").rpartition(":")[0]
+    assert http(system, "GET", "/v1/status/leader")[1] == f"{host}:4647"
+    assert http(system, "GET", "/v1/status/peers")[1] == [f"{host}:4647"]
     assert http(system, "GET", "/v1/regions")[1] == ["global"]
 
 
@@ -252,7 +252,7 @@ def test_python_nomad_client_works_unchanged(system: DroverSystem) -> None:
     assert client.job.get_allocations(job_id)[0]["JobID"] == job_id
     assert client.job.get_evaluations(job_id)[0]["JobID"] == job_id
     assert any(n["Name"].startswith("sim-") for n in client.nodes.get_nodes())
-    assert client.status.leader.get_leader() == f"{host}:{port}"
+    assert client.status.leader.get_leader() == f"{host}:4647"
     with pytest.raises(nomad.api.exceptions.URLNotFoundNomadException):
         client.job.get_job("no-such-job")
 

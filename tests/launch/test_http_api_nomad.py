@@ -175,7 +175,8 @@ def test_leader_needs_no_token_and_a_drain_without_deadline_has_none(
     system: DroverSystem,
 ) -> None:
     status, leader = http(system, "GET", "/v1/status/leader", token=None)
-    assert status == 200 and leader == system.http_address.removeprefix("http://")
+    host = system.http_address.removeprefix("http://").rpartition(":")[0]
+    assert status == 200 and leader == f"{host}:4647"
     assert http(system, "POST", "/v1/jobs", {"Job": job("held", count=3)})[0] == 200
     node_id = running(system, "held", 3)[0]["NodeID"]
     status, _ = http(system, "POST", f"/v1/node/{node_id}/drain", {"DrainSpec": {}})

@@ -112,18 +112,18 @@ def test_stop_logs_each_failure_naming_the_actor_and_stops_the_rest(
     assert system.redis is None and not answers(socket_path)
 
 
-def test_status_leader_is_the_address_the_api_serves_on(tmp_path: Path) -> None:
-    system = DroverSystem(config(tmp_path, tracing=False, http_addr="127.0.0.1:0")).start()
+def test_status_leader_is_the_advertise_host_and_the_configured_rpc_port(tmp_path: Path) -> None:
+    """As Nomad reports a server (`<advertise address>:<ports.rpc>`); drover's servers talk
+    through Redis, so the port only names the server: clients use the HTTP API."""
+    settings = config(tmp_path, tracing=False, http_addr="127.0.0.1:0", rpc_port=14647)
+    system = DroverSystem(settings).start()
     try:
         served = system.http_address.removeprefix("http://")
-        address = get(served, "/v1/status/leader")
-        assert get(served, "/v1/status/peers") == [address]
-        # A client that follows the advertised address reaches this very API.
-        host, _, port = address.rpartition(":")
-        assert host == "127.0.0.1" and int(port) > 0
-        assert get(address, "/v1/regions") == ["global"]
-        assert any(n["Name"].startswith("sim-") for n in get(address, "/v1/nodes"))
+        assert get(served, "/v1/status/leader") == "127.0.0.1:14647"
+        assert get(served, "/v1/status/peers") == ["127.0.0.1:14647"]
+        assert get(served, "/v1/agent/servers") == ["127.0.0.1:14647"]
+        assert any(n["Name"].startswith("sim-") for n in get(served, "/v1/nodes"))
     finally:
         system.stop()
     with pytest.raises(urllib.error.URLError):
-        get(address, "/v1/status/leader")
+        get(served, "/v1/status/leader")

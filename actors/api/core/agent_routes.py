@@ -20,20 +20,22 @@ from contracts.jobspec.limits import size_problem
 
 VERSION = "1.9.0"  # the Nomad API version drover answers as
 REGION, DATACENTER = "global", "dc1"
+# Nomad's default `ports { serf }`: a member's gossip port. drover has no gossip pool; the
+# member is described at the server's advertise host with Nomad's port, as a dev agent is.
+SERF_PORT = 4648
 
 
-def _address(call: Call) -> tuple[str, int]:
-    advertised = call.backend.leader_address() or "127.0.0.1:4646"
-    host, _, port = advertised.rpartition(":")
-    return host or "127.0.0.1", int(port) if port.isdigit() else 4646
+def _rpc_address(call: Call) -> str:
+    """The server's RPC address (Backend.leader_address), as /v1/status/leader gives it."""
+    return call.backend.leader_address() or "127.0.0.1:4647"
 
 
 def _member(call: Call) -> dict[str, Any]:
-    host, port = _address(call)
+    host = _rpc_address(call).rpartition(":")[0] or "127.0.0.1"
     return {
         "Name": f"drover.{REGION}",
         "Addr": host,
-        "Port": port,
+        "Port": SERF_PORT,
         "Status": "alive",
         "Tags": {"region": REGION, "dc": DATACENTER, "role": "nomad", "build": VERSION},
         "ProtocolMin": 1,
@@ -71,8 +73,8 @@ def agent_members(call: Call) -> ApiResponse:
 
 
 def agent_servers(call: Call) -> ApiResponse:
-    host, port = _address(call)
-    return ApiResponse(200, [f"{host}:{port}"])
+    """The servers a client knows, by RPC address (Nomad's client server list)."""
+    return ApiResponse(200, [_rpc_address(call)])
 
 
 def agent_join(call: Call) -> ApiResponse:

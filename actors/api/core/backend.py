@@ -34,8 +34,9 @@ class Backend(Protocol):
         ...
 
     def leader_address(self) -> str:
-        """host:port where the leader is reached: the address this API is served on, as
-        bound (drover's leader has no RPC port of its own); "" when unknown."""
+        """The leader's RPC address as Nomad reports a server's: the agent's advertise host
+        and its configured RPC port (Nomad's `ports { rpc = 4647 }`), e.g. "127.0.0.1:4647";
+        nothing listens there (drover's servers talk through Redis). "" when unknown."""
         ...
 
     def apply_fleet(self, spec: FleetSpec) -> int:

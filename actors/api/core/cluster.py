@@ -225,12 +225,13 @@ def system_gc(call: Call) -> ApiResponse:
 
 
 def leader(call: Call) -> ApiResponse:
-    """The address the leader is reached at: this API's own (see Backend.leader_address)."""
+    """The leader's RPC address, `<advertise host>:<rpc port>` (see Backend.leader_address):
+    Nomad's answer, which clients compare with `<ip>:4647`."""
     return ApiResponse(200, call.backend.leader_address())
 
 
 def peers(call: Call) -> ApiResponse:
-    """One server: the leader. Nomad lists no peer when there is no leader."""
+    """One server: the leader, by its RPC address. Nomad lists no peer without a leader."""
     address = call.backend.leader_address()
     return ApiResponse(200, [address] if address else [])
 

@@ -35,12 +35,12 @@ class MemoryBackend:
     def __init__(
         self,
         acl_enabled: bool = False,
-        address: str = "127.0.0.1:4646",
+        address: str = "127.0.0.1:4647",
         job_limits: JobLimits = DEFAULT_LIMITS,
     ) -> None:
         self.acl_enabled = acl_enabled
         self.job_limits = job_limits
-        self.address = address  # where an HTTP server would serve this API
+        self.address = address  # the server's RPC address (leader_address)
         self.store = StateStore()
         ids = (f"id-{n:04d}" for n in itertools.count())
         self.core = LeaderCore(self.store, now_ns=lambda: 1_000, new_id=lambda: next(ids))

@@ -17,7 +17,11 @@ def test_the_agent_describes_its_one_server(call: Client) -> None:
     assert me["member"]["Status"] == "alive" and me["member"]["Tags"]["region"] == "global"
     members = call("GET", "/v1/agent/members").body
     assert members["ServerRegion"] == "global" and members["Members"] == [me["member"]]
-    assert call("GET", "/v1/agent/servers").body == ["127.0.0.1:4646"]
+    # Where Nomad puts a server: its advertise host, gossip on 4648, RPC on 4647 (the port
+    # the agent is configured with), the same address /v1/status/leader gives.
+    assert (me["member"]["Addr"], me["member"]["Port"]) == ("127.0.0.1", 4648)
+    assert call("GET", "/v1/agent/servers").body == ["127.0.0.1:4647"]
+    assert call("GET", "/v1/status/leader").body == "127.0.0.1:4647"
     health = call("GET", "/v1/agent/health").body
     assert health["server"]["ok"] is True and health["client"]["ok"] is True
 

@@ -223,7 +223,7 @@ def test_acl_tokens(backend: MemoryBackend) -> None:
     assert authorised("GET", "/v1/acl/token/self").body["AccessorID"] == token["AccessorID"]
 
 
-def test_status_gives_the_address_the_api_is_served_on(backend: MemoryBackend) -> None:
+def test_status_gives_the_servers_rpc_address(backend: MemoryBackend) -> None:
     backend.address = "10.1.2.3:34567"
     call = Client(Api(backend))
     assert call("GET", "/v1/status/leader").body == "10.1.2.3:34567"
