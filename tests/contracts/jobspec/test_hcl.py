@@ -49,6 +49,7 @@ TASK = 'task "t" {\n driver = "mock"\n}'
         "autoscale.nomad",
         "periodic.nomad",
         "parameterized.nomad",
+        "payload.nomad",
     ],
 )
 def test_examples_parse_without_warnings(name: str) -> None:
