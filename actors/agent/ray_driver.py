@@ -27,6 +27,10 @@ allocated figure reported as use would read as 100 % busy forever to the autosca
 
 A task Ray retried after its worker died would hide the crash behind a second run: tasks
 are never retried here; the allocation fails and the scheduler's reschedule policy decides.
+
+Signals (`drover alloc signal`, /v1/client/allocation/:id/signal) go to the task's worker
+process, the pid of its start marker, on this node; a task Ray has not started yet is "not
+running", as Nomad says of a task without a handle.
 """
 
 from __future__ import annotations

@@ -195,6 +195,31 @@ def test_eval_and_alloc_status_resolve_prefixes_and_show_their_fields(
     assert (code, err) == (1, 'drover: no alloc with ID prefix "zzzz"\n')
 
 
+def test_alloc_signal_reaches_the_tasks_and_its_events_show_in_alloc_status(
+    agent_cli: Cli, tmp_path: Path
+) -> None:
+    spec = tmp_path / "signalled.nomad"
+    spec.write_text(
+        'job "signalled" {\n  datacenters = ["dc1"]\n  group "g" {\n'
+        '    task "t" {\n      driver = "mock"\n      config { run_for = "1h" }\n    }\n  }\n}\n'
+    )
+    assert agent_cli("job", "run", str(spec))[0] == 0
+    try:
+        (alloc,) = as_json(agent_cli, "job", "status", "-json", "signalled")["Allocations"]
+        short = alloc["ID"][:8]
+        assert agent_cli("alloc", "signal", "-s", "sighup", "-task", "t", short) == (0, "", "")
+        assert agent_cli("alloc", "signal", short) == (0, "", "")  # every task, SIGKILL
+        code, out, _ = agent_cli("alloc", "status", short)
+        assert code == 0 and "Task being sent signal SIGHUP" in out
+        assert "Task being sent signal SIGKILL" in out
+        code, _, err = agent_cli("alloc", "signal", "-task", "nope", short)
+        assert code == 1 and 'Task not found: "nope" is not a task of allocation' in err
+        code, _, err = agent_cli("alloc", "signal", "-task", "t", short, "other")
+        assert (code, err) == (1, 'drover: -task "t" and the task argument "other" differ\n')
+    finally:
+        agent_cli("job", "stop", "-purge", "-detach", "signalled")
+
+
 def test_fleet_files_are_checked_before_sending_and_a_refusal_names_the_file(
     cli: Cli, agent_cli: Cli, canned: Any, tmp_path: Path
 ) -> None:
