@@ -36,3 +36,15 @@ def spin(seconds: float) -> None:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         pass
+
+
+def trap_usr1(path: str, seconds: float) -> None:
+    """Write `path` when SIGUSR1 arrives (Ray runs a task on its worker's main thread, where a
+    handler may be installed), for up to `seconds`."""
+    import signal
+
+    signal.signal(signal.SIGUSR1, lambda *_: Path(path).write_text("usr1"))
+    Path(path + ".ready").touch()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end and not Path(path).exists():
+        time.sleep(0.02)

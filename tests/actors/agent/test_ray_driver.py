@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import ray
 
-from actors.agent.core import TaskHandle, TaskState, TaskStatus
+from actors.agent.core import DriverError, TaskHandle, TaskState, TaskStatus
 from actors.agent.ray_driver import PENDING_MESSAGE, RayDriver, RayHandle, failure_message
 from contracts import DeviceRequest, Resources, Task
 
@@ -227,3 +227,19 @@ def test_a_running_task_reports_its_worker_process_use(driver: RayDriver, tmp_pa
     driver.stop(busy, time.time())
     wait_for(driver, busy, TaskState.COMPLETE, TaskState.FAILED)
     assert driver.usage(busy, time.time()) is None
+
+
+def test_a_signal_reaches_the_running_tasks_worker_and_a_queued_task_is_not_running(
+    driver: RayDriver, tmp_path: Path
+) -> None:
+    out = tmp_path / "signalled"
+    handle = start(driver, ray_task(f"{TASKS}:trap_usr1", str(out), 60.0), "sig-1")
+    with pytest.raises(DriverError, match="Task not running"):
+        driver.signal(handle, "SIGUSR1")  # nothing runs yet: no worker to send it to
+    wait_for(driver, handle, TaskState.RUNNING)
+    wait_for_file(tmp_path / "signalled.ready")  # its handler is installed
+    driver.signal(handle, "SIGUSR1")
+    assert wait_for_file(out) == "usr1"
+    wait_for(driver, handle, TaskState.COMPLETE)
+    with pytest.raises(DriverError, match="Task not running"):
+        driver.signal(handle, "SIGUSR1")
