@@ -6,12 +6,7 @@ DIR is python-nomad 2.1.0's source distribution, unpacked (its `tests/` are what
     tar -xzf /tmp/pynomad/python_nomad-2.1.0.tar.gz -C /tmp/pynomad
 
 The tests need `responses`, `flaky` and `mock` besides pytest (`pip install responses flaky
-mock`); python-nomad itself is one of drover's dev dependencies. python-nomad pins responses
-0.9.0, which ignored a mocked URL's query string unless asked to match it; a newer responses
-matches it exactly, and test_deployments.py's mock-only namespace test registers
-`?namespace=admin` where python-nomad sends `?prefix=&namespace=admin`: the conftest.py the
-harness writes restores the pinned version's default for those mocks (no request to drover
-is involved). Nothing here needs the
+mock`); python-nomad itself is one of drover's dev dependencies. Nothing here needs the
 network: the agent listens on loopback.
 
 As python-nomad's CI runs them (`nomad agent -dev -node pynomad1 -acl-enabled`, NOMAD_IP,
@@ -74,11 +69,23 @@ EXCLUDED: dict[str, str] = {
     "test_operator.py": RAFT,
 }
 CLIENT_FS = "the client's file-system endpoints (/v1/client/fs/*), out of drover's scope"
+# Two of python-nomad's mock-only tests (the `responses` library answers them; no request
+# reaches drover) need opposite query-string matching from responses: test_jobs.py's
+# namespace override passes only if a mocked `?namespace=admin` does not match the request's
+# `?namespace=should-raise` (responses >= 0.17 matches a URL's query string exactly), while
+# test_deployments.py's passes only if it matches `?prefix=&namespace=admin` (responses
+# <= 0.9, python-nomad's old pin, ignored query strings unless asked). No responses version
+# passes both; the one the newer responses cannot pass is left out, saying why.
+MOCK_CONFLICT = (
+    "mock-only (no request reaches drover): passes only with responses <= 0.9's query-string"
+    " matching, under which test_jobs.py's namespace-override mock test fails instead"
+)
 DESELECTED: dict[str, tuple[list[str], str]] = {
     "test_client.py": (
         ["test_ls_list_files", "test_stat_stat_file", "test_streamfile_fail"],
         CLIENT_FS,
     ),
+    "test_deployments.py": (["test_get_deployments_with_namespace"], MOCK_CONFLICT),
 }
 
 _COUNT = re.compile(

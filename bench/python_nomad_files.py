@@ -2,12 +2,10 @@
 
 python-nomad's test suite imports `tests.common` (where the agent is, its ACL token, the test
 namespace) and uses the fixtures `nomad_setup` and `nomad_setup_with_namespace` from
-`tests/conftest.py` (ours also gives the `responses` mock library the query-string matching of
-the version python-nomad pins, 0.9.0, for its mock-only tests); its CI writes `example.json`
-and `example.nomad` with `nomad init` and `nomad run -output`, and keeps
-`example_batch_parameterized.json` (a parameterized batch job) in the repository. None of
-these ship in the sdist, so `bench.python_nomad` writes the ones below, our own, into its
-temporary copy of the tests.
+`tests/conftest.py`; its CI writes `example.json` and `example.nomad` with `nomad init` and
+`nomad run -output`, and keeps `example_batch_parameterized.json` (a parameterized batch
+job) in the repository. None of these ship in the sdist, so `bench.python_nomad` writes the
+ones below, our own, into its temporary copy of the tests.
 
 The example job is `nomad init`'s (job "example", group "cache" of 1, task "redis", 500 MHz
 and 256 MB, an update block, 300 MB of ephemeral disk) with one change: its `docker` driver
@@ -43,35 +41,6 @@ import nomad
 import pytest
 
 import tests.common as common
-
-try:
-    import responses
-except ImportError:  # the harness names what is missing before it runs anything
-    responses = None
-
-
-def _match_query_strings_as_the_pinned_responses_did():
-    """python-nomad pins responses 0.9.0 (its requirements-dev.txt), which matched a mocked
-    URL's query string only when asked to (match_querystring=True). Since 0.17 a query string
-    in the URL is matched exactly, so its mock-only tests that register `...?namespace=admin`
-    miss the `?prefix=&namespace=admin` python-nomad sends. Those tests were written against
-    the pin: its default is restored, nothing else (an explicit match_querystring stands)."""
-    base = getattr(responses, "BaseResponse", None)
-    decide = getattr(base, "_should_match_querystring", None)
-    if decide is None:
-        return  # an old responses: it has the pinned default already
-    unset = responses.FalseBool() if hasattr(responses, "FalseBool") else False
-
-    def pinned_default(self, match_querystring_argument):
-        if match_querystring_argument is None:
-            match_querystring_argument = unset
-        return decide(self, match_querystring_argument)
-
-    base._should_match_querystring = pinned_default
-
-
-if responses is not None:
-    _match_query_strings_as_the_pinned_responses_did()
 
 
 def _client(**extra):

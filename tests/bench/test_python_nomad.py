@@ -106,41 +106,6 @@ def test_a_prepared_copy_runs_with_the_written_fixtures(tmp_path: Path) -> None:
     assert excluded.excluded == EXCLUDED["test_sentinel.py"] and excluded.failed == 0
 
 
-MOCKED = """\
-import pytest
-import requests
-import responses
-
-
-@responses.activate
-def test_a_query_string_in_the_mocked_url_is_not_matched_exactly():
-    responses.add(responses.GET, "http://nomad.test/v1/deployments?namespace=admin", json=[1])
-    params = {"prefix": "", "namespace": "admin"}  # what python-nomad sends
-    assert requests.get("http://nomad.test/v1/deployments", params=params).json() == [1]
-
-
-@responses.activate
-def test_an_explicit_match_querystring_still_holds():
-    url = "http://nomad.test/v1/jobs?a=1"
-    responses.add(responses.GET, url, json=[2], match_querystring=True)
-    with pytest.raises(requests.ConnectionError):
-        requests.get(url + "&b=2")
-"""
-
-
-def test_mocked_urls_match_query_strings_as_python_nomads_pinned_responses_did(
-    tmp_path: Path,
-) -> None:
-    """python-nomad pins responses 0.9.0; a newer one is given that version's default
-    (query strings ignored unless asked for) by the conftest the harness writes."""
-    pytest.importorskip("responses")
-    work = prepare(_fake_sdist(tmp_path), tmp_path / "run")
-    (work / "tests" / "test_mocked.py").write_text(MOCKED)
-    env = {"PATH": "", "NOMAD_VERSION": "1.9.5"}
-    result, output = run_file(work, "test_mocked.py", env, timeout_s=120)
-    assert (result.passed, result.failed, result.errors) == (2, 0, 0), output
-
-
 def test_the_total_line_adds_the_files_up() -> None:
     results = [
         FileResult("test_a.py", passed=3, failed=1),
@@ -166,6 +131,10 @@ def test_left_out_files_and_tests_say_why() -> None:
         "test_stat_stat_file",
         "test_streamfile_fail",
     ]
+    # A mock-only test whose needs contradict another's (see MOCK_CONFLICT): said so.
+    tests, why = DESELECTED["test_deployments.py"]
+    assert tests == ["test_get_deployments_with_namespace"] and "mock-only" in why
+    assert all(reason for _tests, reason in DESELECTED.values())
 
 
 def test_the_harness_needs_an_sdist_with_tests(tmp_path: Path) -> None:
