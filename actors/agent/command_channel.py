@@ -2,9 +2,10 @@
 
 `follow` runs on a thread of its own beside the log tail: one blocking XREAD over the command
 streams of every node the agent hosts (a simulated agent's thousands included: Redis wakes the
-read when any of them gets an entry, so an idle agent costs one blocked read a second), each
-command queued for the agent's loop, which carries it out on its client core
-(core/commands.py) under the loop's lock, as it does everything its drivers are asked. The
+read when any of them gets an entry, so an idle agent costs one blocked read every few
+seconds; stopping and hosting new nodes cut it short), each command queued for the agent's
+loop, which carries it out on its client core (core/commands.py) under the loop's lock, as
+it does everything its drivers are asked. The
 loop then `answer`s: the command's task events onto the allocation's capped event list, then
 the reply onto the command's reply list, in one pipeline, so that the API, woken by the reply,
 already reads the events.
@@ -39,7 +40,7 @@ from contracts.node_commands import (
 log = logging.getLogger(__name__)
 
 COMMANDS = registry_of(NodeCommand)
-BLOCK_MS = 1000  # how long a read waits; new nodes' streams join at the next read
+BLOCK_MS = 5000  # how long a read waits (woken at once to stop, or to add new nodes' streams)
 READ_COUNT = 100  # entries per stream per read
 QUEUE_MAX = 10_000  # commands read and not yet carried out (the oldest are dropped past it)
 
@@ -60,9 +61,16 @@ class CommandChannel:
         self.bus = StreamBus(client, names)
         self.queue: deque[NodeCommand] = deque(maxlen=QUEUE_MAX)
         self.reads: WakeableReads | None = None
+        self._woken = threading.Event()  # the node set changed, or the agent stops
+        self._since = ""  # the stream id commands are read after (begin)
         self.stats = {"commands": 0, "bad_commands": 0}
 
     # -- reading (its own thread) ------------------------------------------------------------------
+
+    def begin(self) -> None:
+        """Mark the moment commands count from (the agent's start): those sent from now on
+        are read, even before `follow` runs."""
+        self._since = self._now_id()
 
     def follow(self, stop: threading.Event, woken: threading.Event) -> None:
         """Queue every command sent to a hosted node until `stop`; sets `woken` when some
@@ -70,7 +78,7 @@ class CommandChannel:
         rest."""
         self.reads = reads = WakeableReads(self.client)
         last: dict[str, str] = {}
-        since = ""
+        since = self._since
         try:
             while not stop.is_set():
                 try:
@@ -79,8 +87,9 @@ class CommandChannel:
                         key: last.setdefault(key, since)
                         for key in map(self.names.node_commands, self.node_ids())
                     }
-                    if not streams:
-                        stop.wait(BLOCK_MS / 1000)
+                    if not streams:  # no node hosted yet: wait for one (or the stop)
+                        self._woken.wait(BLOCK_MS / 1000)
+                        self._woken.clear()
                         continue
                     reads.arm()
                     if stop.is_set():
@@ -99,7 +108,8 @@ class CommandChannel:
             reads.close()
 
     def wake(self) -> None:
-        """Cut the reader's blocked read short (to stop, or to read new nodes' streams)."""
+        """Cut the reader's wait short (to stop, or to read new nodes' streams)."""
+        self._woken.set()
         if self.reads is not None:
             self.reads.wake()
 

@@ -140,6 +140,7 @@ class AgentService:
                 RequestKind.UPSERT_NODES, request_id=str(uuid.uuid4()), nodes=tuple(self.nodes)
             )
         )
+        self.commands.begin()  # commands to our nodes count from now (command_channel.py)
         self.replica.load()
 
     def run(self, stop: threading.Event) -> None:

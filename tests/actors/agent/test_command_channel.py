@@ -169,3 +169,26 @@ def test_an_agent_signals_collects_and_answers_over_its_command_stream(
     # Every reply was read by its sender: no reply list is left behind.
     assert client.keys(f"{{{names.prefix}}}:node-replies:*") == []
     assert client.xlen(names.node_commands("n1")) == 9
+
+
+def test_a_node_hosted_later_is_read_at_once(
+    client: redis.Redis, run_in_thread: Any, tmp_path: Path
+) -> None:
+    """The agent that hosts declared fleets starts with no node: one hosted later has its
+    command stream read without waiting out the reader's block."""
+    names = StreamNames("hosted")
+    agent = AgentService(
+        "sim", client, names, [], builtin_drivers(data_dir=str(tmp_path)), heartbeat_s=3600.0
+    )
+    agent.start()
+    halt = run_in_thread(agent)
+    try:
+        node = Node(id="n9", name="n9", drivers={"mock": DriverInfo()}).with_computed_class()
+        agent.host([node])
+        started = time.monotonic()
+        gc = dataclasses.replace(command(NodeCommandKind.GC), node_id="n9")
+        reply = send_command(client, names, gc, 10)
+        assert reply is not None and reply.ok and reply.collected == ()
+        assert time.monotonic() - started < 4.0  # not after the reader's 5 s block
+    finally:
+        halt()
