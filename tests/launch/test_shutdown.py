@@ -8,6 +8,7 @@ import logging
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -96,34 +97,86 @@ def test_stop_is_bounded_with_a_failing_collector_and_counts_the_failures(
     assert not ray.is_initialized()
 
 
-def test_stop_logs_each_failure_naming_the_actor_and_stops_the_rest(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    system = DroverSystem(config(tmp_path, tracing=False)).start()
-    assert system.redis is not None
-    socket_path = system.redis.socket_path
-    ray.kill(system.workers[0], no_restart=True)  # its shutdown call can only fail
-    caplog.set_level(logging.WARNING, logger="launch.system")
-    system.stop()
-    failures = [r.getMessage() for r in caplog.records if r.name == "launch.system"]
-    assert any("drover-worker-0" in m and "already gone" in m for m in failures), failures
-    assert set(system.shutdown_telemetry) == ACTORS - {"drover-worker-0"}
-    assert not ray.is_initialized()
-    assert system.redis is None and not answers(socket_path)
+@dataclass
+class Stopped:
+    """What one system showed while it served and once it was stopped, with one of its
+    actors (drover-worker-0) already dead."""
+
+    status: dict[str, Any] = field(default_factory=dict)  # path: the API's answer, serving
+    served: str = ""
+    warnings: list[str] = field(default_factory=list)  # launch.system's, during stop()
+    shutdown_telemetry: dict[str, Any] = field(default_factory=dict)
+    ray_initialized: bool = True
+    redis_gone: bool = False
+    redis_answers: bool = True
+    api_error: Exception | None = None  # asking the API once it was stopped
 
 
-def test_status_leader_is_the_advertise_host_and_the_configured_rpc_port(tmp_path: Path) -> None:
-    """As Nomad reports a server (`<advertise address>:<ports.rpc>`); drover's servers talk
-    through Redis, so the port only names the server: clients use the HTTP API."""
-    settings = config(tmp_path, tracing=False, http_addr="127.0.0.1:0", rpc_port=14647)
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory: pytest.TempPathFactory) -> Stopped:
+    """One system shared by the two tests below (a start costs seconds): it serves the API
+    with a configured RPC port, then loses a worker and is stopped."""
+    seen = Stopped()
+    settings = config(
+        tmp_path_factory.mktemp("stopped"),
+        tracing=False,
+        http_addr="127.0.0.1:0",
+        rpc_port=14647,
+    )
     system = DroverSystem(settings).start()
     try:
-        served = system.http_address.removeprefix("http://")
-        assert get(served, "/v1/status/leader") == "127.0.0.1:14647"
-        assert get(served, "/v1/status/peers") == ["127.0.0.1:14647"]
-        assert get(served, "/v1/agent/servers") == ["127.0.0.1:14647"]
-        assert any(n["Name"].startswith("sim-") for n in get(served, "/v1/nodes"))
-    finally:
+        assert system.redis is not None
+        socket_path = system.redis.socket_path
+        seen.served = system.http_address.removeprefix("http://")
+        for path in ("/v1/status/leader", "/v1/status/peers", "/v1/agent/servers", "/v1/nodes"):
+            seen.status[path] = get(seen.served, path)
+        ray.kill(system.workers[0], no_restart=True)  # its shutdown call can only fail
+    except BaseException:
         system.stop()
-    with pytest.raises(urllib.error.URLError):
-        get(served, "/v1/status/leader")
+        raise
+    logger, handler = logging.getLogger("launch.system"), _Records()
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.WARNING)
+    try:
+        system.stop()
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    seen.warnings = [r.getMessage() for r in handler.records]
+    seen.shutdown_telemetry = dict(system.shutdown_telemetry)
+    seen.ray_initialized = ray.is_initialized()
+    seen.redis_gone = system.redis is None
+    seen.redis_answers = answers(socket_path)
+    try:
+        get(seen.served, "/v1/status/leader")
+    except Exception as exc:
+        seen.api_error = exc
+    return seen
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+def test_stop_logs_each_failure_naming_the_actor_and_stops_the_rest(stopped: Stopped) -> None:
+    failures = stopped.warnings
+    assert any("drover-worker-0" in m and "already gone" in m for m in failures), failures
+    assert set(stopped.shutdown_telemetry) == ACTORS - {"drover-worker-0"}
+    assert not stopped.ray_initialized
+    assert stopped.redis_gone and not stopped.redis_answers
+
+
+def test_status_leader_is_the_advertise_host_and_the_configured_rpc_port(stopped: Stopped) -> None:
+    """As Nomad reports a server (`<advertise address>:<ports.rpc>`); drover's servers talk
+    through Redis, so the port only names the server: clients use the HTTP API."""
+    assert stopped.status["/v1/status/leader"] == "127.0.0.1:14647"
+    assert stopped.status["/v1/status/peers"] == ["127.0.0.1:14647"]
+    assert stopped.status["/v1/agent/servers"] == ["127.0.0.1:14647"]
+    assert any(n["Name"].startswith("sim-") for n in stopped.status["/v1/nodes"])
+    assert isinstance(stopped.api_error, urllib.error.URLError)  # stopped: nothing serves
