@@ -12,6 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from launch import demo as demo_module
 from launch.demo import run_demo
 from launch.system import DroverSystem
 
@@ -26,9 +27,22 @@ class DemoRun:
     socket: Path | None = None
 
 
+SPIKE = ('at       = "5s"', 'duration = "20s"')
+SHORT_SPIKE = ('at       = "2s"', 'duration = "8s"')
+
+
 @pytest.fixture(scope="module")
-def demo() -> DemoRun:
-    """One demo run shared by the module's tests."""
+def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """One demo run shared by the module's tests. Its autoscaler step runs the example
+    service with a shorter spike (8 s from t = 2 s instead of 20 s from t = 5 s; the policy
+    is the example's): the same scale-up, cooldown and scale-down, without waiting out the
+    README's 25 seconds."""
+    example = demo_module.AUTOSCALED.read_text()
+    for long, short in zip(SPIKE, SHORT_SPIKE, strict=True):
+        assert example.count(long) == 1, long
+        example = example.replace(long, short)
+    shorter = tmp_path_factory.mktemp("demo") / demo_module.AUTOSCALED.name
+    shorter.write_text(example)
     run = DemoRun()
     me = psutil.Process()
     before = {p.pid for p in me.children(recursive=True)}
@@ -40,7 +54,8 @@ def demo() -> DemoRun:
         run.redis_pid, run.socket = system.redis.pid, system.redis.socket_path
 
     buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(buffer):
+        patch.setattr(demo_module, "AUTOSCALED", shorter)
         assert run_demo(nodes=40, workers=4, on_started=record) == 0
     run.output = buffer.getvalue()
     return run
