@@ -13,6 +13,7 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
+import launch.system
 from actors.api.core.fleets import parse_fleet
 from contracts.share import FLEET_ATTRIBUTE
 from launch.system import DroverSystem, SystemConfig
@@ -37,9 +38,13 @@ def system(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         autoscaler=False,
         tracing=False,
     )
-    with DroverSystem(config) as running:
-        running.apply_fleet(parse_fleet({"name": "ray-pool", "backend": "ray"}))
-        yield running
+    # The system looks for joined and departed Ray nodes every NODE_WATCH_S (5 s): every
+    # 0.5 s here, so that each wait below is not up to 5 s of the watch's sleep.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(launch.system, "NODE_WATCH_S", 0.5)
+        with DroverSystem(config) as running:
+            running.apply_fleet(parse_fleet({"name": "ray-pool", "backend": "ray"}))
+            yield running
 
 
 def fleet_members(system: DroverSystem) -> set[str]:
