@@ -18,7 +18,8 @@ def test_a_step_trace_scales_live_as_the_simulator_says() -> None:
         cooldown="1m",
     )
     policy = NomadPolicy.from_dict(body, min=1, max=10).policy
-    setup = LiveSetup(time_factor=30, until_s=900, per_alloc_rps=10, start_count=2)
+    # Until 700 s: the last scaling (at 500 s) and 200 s of its level, 23 s of real time.
+    setup = LiveSetup(time_factor=30, until_s=700, per_alloc_rps=10, start_count=2)
     replay = LiveReplay("step", [0, 200, 500], [10, 40, 5], policy, setup)
     ticks: list[float] = []
     (result,) = run_replays([replay], progress=lambda name, done: ticks.append(done))
