@@ -1,6 +1,7 @@
 """Stopping a whole system (real Ray actors, the embedded Redis): bounded even when the
-telemetry collector is gone, every failure logged with the actor named and the rest still
-stopped, and the API's advertised address real while it serves."""
+telemetry collector is gone (which never breaks scheduling either), every failure logged
+with the actor named and the rest still stopped, and the API's advertised address real while
+it serves. Two systems, each shared by two tests: a start costs seconds."""
 
 from __future__ import annotations
 
@@ -71,30 +72,77 @@ def get(address: str, path: str) -> Any:
         return orjson.loads(response.read())
 
 
-def test_stop_is_bounded_with_a_failing_collector_and_counts_the_failures(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")  # nothing listens
-    system = DroverSystem(config(tmp_path)).start()
-    try:
-        client = system.client()
-        client.run_job(small_job("traced"))  # spans and metrics in every actor
-        client.wait_for_allocs("traced", count=2, status="running")
-    finally:
-        started = time.monotonic()
-        system.stop()
-        elapsed = time.monotonic() - started
-    assert elapsed < STOP_BOUND_S, f"stop() took {elapsed:.1f}s"
+@dataclass
+class FailingCollector:
+    """One system whose actors export to an OTLP collector that is not there, as it
+    scheduled and as it was stopped."""
+
+    data_dir: Path
+    failed_exports: int = 0  # the leader's failed span exports, seen while it scheduled
+    scheduled_after: int = 0  # allocations of a job run once an export had failed
+    stop_s: float = 0.0
+    shutdown_telemetry: dict[str, Any] = field(default_factory=dict)
+    ray_initialized: bool = True
+
+
+@pytest.fixture(scope="module")
+def failing_collector(tmp_path_factory: pytest.TempPathFactory) -> FailingCollector:
+    """One system shared by the two tests below (a start costs seconds): nothing listens
+    at its OTLP endpoint, and spans are exported every 100 ms (OTEL_BSP_SCHEDULE_DELAY) so
+    that exports fail while it schedules. It runs a job, waits for a failed export, runs
+    another, and is stopped."""
+    seen = FailingCollector(tmp_path_factory.mktemp("failing-collector"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")  # nothing listens
+        patch.setenv("OTEL_BSP_SCHEDULE_DELAY", "100")
+        system = DroverSystem(config(seen.data_dir)).start()
+        try:
+            client = system.client()
+            client.run_job(small_job("traced"))  # spans and metrics in every actor
+            client.wait_for_allocs("traced", count=2, status="running")
+            leader = system.leader
+            deadline = time.monotonic() + 60
+            while not (failed := ray.get(leader.telemetry_stats.remote())["spans"].failures):
+                assert time.monotonic() < deadline, "no span export failed"
+                time.sleep(0.2)
+            seen.failed_exports = failed
+            client.run_job(small_job("still-going"))
+            still = client.wait_for_allocs("still-going", count=2, status="running")
+            seen.scheduled_after = len(still)
+        finally:
+            started = time.monotonic()
+            system.stop()
+            seen.stop_s = time.monotonic() - started
     # Gathered from each actor as it answered its shutdown, before it was killed.
-    assert set(system.shutdown_telemetry) == ACTORS
-    for name, exports in system.shutdown_telemetry.items():
+    seen.shutdown_telemetry = dict(system.shutdown_telemetry)
+    seen.ray_initialized = ray.is_initialized()
+    return seen
+
+
+def test_stop_is_bounded_with_a_failing_collector_and_counts_the_failures(
+    failing_collector: FailingCollector,
+) -> None:
+    assert failing_collector.stop_s < STOP_BOUND_S, f"stop() took {failing_collector.stop_s:.1f}s"
+    telemetry = failing_collector.shutdown_telemetry
+    assert set(telemetry) == ACTORS
+    for name, exports in telemetry.items():
         if name == "drover-autoscaler":
-            continue  # it traces policy evaluations, and this job has no scaling policy
+            continue  # it traces policy evaluations, and these jobs have no scaling policy
         spans = exports["spans"]
         assert spans.failures >= 1, (name, spans)
         assert spans.last_error is not None, name
-    assert sum(e["metrics"].failures for e in system.shutdown_telemetry.values()) >= 1
-    assert not ray.is_initialized()
+    assert sum(e["metrics"].failures for e in telemetry.values()) >= 1
+    assert not failing_collector.ray_initialized
+
+
+def test_a_failing_exporter_never_breaks_scheduling(failing_collector: FailingCollector) -> None:
+    # Exports were attempted, and failed, while the system scheduled; it scheduled on.
+    assert failing_collector.failed_exports >= 1
+    assert failing_collector.scheduled_after == 2
+    telemetry = failing_collector.data_dir / "telemetry"
+    assert not telemetry.exists() or not list(telemetry.glob("spans-*.jsonl")), (
+        "with an OTLP endpoint set, spans go there, not to files"
+    )
 
 
 @dataclass
