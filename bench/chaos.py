@@ -4,10 +4,10 @@ Starts `drover agent -dev` as a process tree of its own (embedded Redis with AOF
 Ray, `--nodes` simulated nodes, snapshots every `--snapshot-every` entries) and drives it
 through its HTTP API with a steady stream of job registrations, updates, scalings and stops
 (`--ops-per-s`), while a fault injector sends SIGKILL, at random intervals averaging
-`--kill-every` seconds, to one of: the leader, the broker, a scheduler worker, a client
-agent, the autoscaler (Ray restarts each), Redis (the agent's watchdog starts it again on
-its AOF), and now and then (`--tree-every` kills) the whole agent process tree, which is
-then started again on the same data directory.
+`--kill-every` seconds, to one of: the leader (and the eval broker it hosts), a scheduler
+worker, a client agent, the autoscaler (Ray restarts each), Redis (the agent's watchdog
+starts it again on its AOF), and now and then (`--tree-every` kills) the whole agent
+process tree, which is then started again on the same data directory.
 
 Every operation is retried until the API acknowledges it (a 503 while Redis or the leader
 is away, a lost answer), so what each job should end as is known: the count of its last
@@ -60,12 +60,11 @@ from contracts import ClientStatus, EvalStatus, Job, Resources, Task, TaskGroup
 ROOT = Path(__file__).resolve().parents[1]
 ACTORS = {
     "leader": "ray::LeaderActor",
-    "broker": "ray::BrokerActor",
     "worker": "ray::WorkerActor",
     "agent": "ray::AgentActor",
     "autoscaler": "ray::AutoscalerActor",
 }
-TARGET_WEIGHTS = {"leader": 3, "broker": 2, "worker": 3, "agent": 2, "autoscaler": 1, "redis": 2}
+TARGET_WEIGHTS = {"leader": 4, "worker": 3, "agent": 2, "autoscaler": 1, "redis": 2}
 REQUEST_TIMEOUT_S = 40.0  # past the API's 30 s wait for the leader's answer
 START_TIMEOUT_S = 180.0
 
@@ -478,7 +477,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--targets",
         default="",
-        help="kill these in turn (comma-separated: leader, broker, worker, agent, autoscaler, "
+        help="kill these in turn (comma-separated: leader, worker, agent, autoscaler, "
         "redis, tree) instead of drawing them at random",
     )
     parser.add_argument("--snapshot-every", type=int, default=2000)

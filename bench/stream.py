@@ -445,7 +445,6 @@ def _process_ids(system: DroverSystem, load_pid: int) -> dict[str, list[int]]:
         "api": [os.getpid()],  # the HTTP API and the Ray driver
         "load": [load_pid],
         "leader": pids(system.leader),
-        "broker": pids(system.broker),
         "workers": pids(*system.workers),
         "agent": pids(*system.agents.values()),
         "autoscaler": pids(system.autoscaler) if system.autoscaler is not None else [],
@@ -459,7 +458,8 @@ def _counters(system: DroverSystem) -> dict[str, int]:
     counts = {"log_entries": leader["index"], "leader_requests": leader["requests"]}
     counts |= {k: leader[k] for k in ("plans", "partial_plans", "rejected_nodes")}
     counts |= {f"worker_{k}": sum(w[k] for w in workers) for k in ("evals", "refreshes", "nacks")}
-    return counts | {"broker_deliveries": ray.get(system.broker.stats.remote())["delivered"]}
+    delivered = ray.get(system.leader.broker_stats.remote())["delivered"]
+    return counts | {"broker_deliveries": delivered}
 
 
 def _redis_commands(system: DroverSystem) -> dict[str, int]:

@@ -37,7 +37,6 @@ from actors.api.core import Api, ApiError
 from actors.api.server import ApiHttpServer, tls_context
 from actors.api.service import DEFAULT_RPC_PORT, ApiService
 from actors.autoscaler.actor import AutoscalerActor, AutoscalerClient
-from actors.broker.actor import BrokerActor
 from actors.leader.actor import LeaderActor
 from actors.leader.snapshots import SnapshotPolicy
 from actors.streams.client import connect
@@ -117,7 +116,6 @@ class DroverSystem:
         self.redis_url = config.redis_url or ""
         self.started_ray = False
         self.leader: Any = None
-        self.broker: Any = None
         self.autoscaler: Any = None
         self.workers: list[Any] = []
         self.agents: dict[str, Any] = {}
@@ -190,17 +188,12 @@ class DroverSystem:
                 prefix,
                 config.heartbeat_ttl_s,
                 snapshot_policy=config.snapshot_policy,
+                broker_capacity=DELIVERIES_PER_WORKER * workers,
+                nack_timeout_s=config.nack_timeout_s,
                 **telemetry,
             )
         )
         ray.get(self.leader.ready.remote())
-        self.broker = (
-            ray.remote(BrokerActor)
-            .options(name="drover-broker", **options)
-            .remote(
-                url, prefix, DELIVERIES_PER_WORKER * workers, config.nack_timeout_s, **telemetry
-            )
-        )
         self.workers = [
             ray.remote(WorkerActor)
             .options(name=f"drover-worker-{i}", **options)
@@ -228,7 +221,7 @@ class DroverSystem:
             self._node_watch = threading.Thread(
                 target=self._watch_ray_nodes, args=(self._stop_watch,), daemon=True
             )
-        started = (self.broker, self.autoscaler, *self.workers, *self.agents.values())
+        started = (self.autoscaler, *self.workers, *self.agents.values())
         ray.get([a.ready.remote() for a in started if a is not None])
         self._redis = connect(self.redis_url, client_name="drover-launch")
         for spec in self._declared_fleets():
@@ -457,7 +450,7 @@ class DroverSystem:
 
     def flush_telemetry(self) -> None:
         """Export what every actor recorded so far (spans, metrics)."""
-        handles = [self.leader, self.broker, self.autoscaler, *self.workers, *self.agents.values()]
+        handles = [self.leader, self.autoscaler, *self.workers, *self.agents.values()]
         ray.get([h.flush_telemetry.remote() for h in handles if h is not None])
 
     def add_real_agents(self) -> dict[str, Any]:
@@ -547,7 +540,7 @@ class DroverSystem:
             _logged("the API's leader link", self.leader_link.stop)
             self.leader_link = None
         self.shutdown_telemetry.update(self._stop_actors(self._actor_handles()))
-        self.agents, self.workers, self.broker, self.leader = {}, [], None, None
+        self.agents, self.workers, self.leader = {}, [], None
         self.autoscaler = None
         if self.started_ray:
             _logged("Ray", ray.shutdown)
@@ -561,7 +554,7 @@ class DroverSystem:
         named = [(f"drover-agent-{agent_id}", h) for agent_id, h in list(self.agents.items())]
         named += [(f"drover-worker-{i}", h) for i, h in enumerate(self.workers)]
         named += [("drover-autoscaler", self.autoscaler)]
-        named += [("drover-broker", self.broker), (LEADER_NAME, self.leader)]
+        named += [(LEADER_NAME, self.leader)]
         return [(name, handle) for name, handle in named if handle is not None]
 
     def _stop_actors(self, named: Sequence[tuple[str, Any]]) -> dict[str, dict[str, ExportStats]]:

@@ -1,6 +1,6 @@
-"""The eval broker service.
+"""The eval broker service, hosted by the leader (as Nomad's broker runs on its leader).
 
-    state log --(replica thread)--> BrokerFeed: enqueue / block / unblock
+    leader's commits --(feed, on the leader's thread)--> BrokerFeed: enqueue / block / unblock
     acks stream --(EvalAck)--> ack / nack
     tick: nack timeouts, delayed evals
     deliver: while workers have room, dequeue and publish EvalDelivery; the delivery's token
@@ -8,9 +8,14 @@
         anything an older delivery of the same eval sends.
     writes the broker decides (released, canceled, failed evals) go to the leader.
 
+The leader hands it every entry once it is durable and applied to the leader's store, and
+resets it before rebuilding that store (at start, or after a failed commit), feeding it the
+snapshot and the log again: the broker keeps no replica of its own, and nothing is decoded
+twice. Its loop (acks, deliveries) runs on a thread of its own in the leader's process.
+
 At-least-once: an unacked delivery comes back after the nack timeout with a new token; after
-the delivery limit it is failed with a follow-up eval. On restart the broker rebuilds itself
-from the log: every pending eval is enqueued again and every blocked one blocked again.
+the delivery limit it is failed with a follow-up eval. A new leader starts a new broker:
+every pending eval is enqueued again and every blocked one blocked again.
 """
 
 from __future__ import annotations
@@ -20,7 +25,6 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
-from functools import partial
 
 import redis
 
@@ -28,17 +32,16 @@ from actors.broker.core import BlockedEvals, EvalBroker, NotOutstandingError
 from actors.broker.core.errors import EvalBrokerError
 from actors.broker.core.feed import BrokerFeed
 from actors.broker.tracing import BrokerTracing
-from actors.process_settings import tune_gc, when_idle
+from actors.process_settings import when_idle
 from actors.runtime.reconnect import UNREACHABLE, Reconnecting
-from actors.runtime.replica import LogReplica
-from actors.state import StateStore
+from actors.state import StateReader
 from actors.streams import GroupConsumer, StreamBus
 from actors.streams.envelope import encode_message, registry_of
 from actors.streams.names import BROKER_GROUP, LEADER_GROUP, WORKERS_GROUP, StreamNames
 from actors.streams.wake import WakeableReads
 from contracts import EvalStatus, Evaluation
 from contracts.messages import AckOutcome, EvalAck, EvalDelivery, LeaderRequest, RequestKind
-from contracts.state_log import LogEntry, UpsertAllocs, UpsertEvals, UpsertJob, decode_entry
+from contracts.state_log import LogEntry, UpsertAllocs, UpsertEvals, UpsertJob
 from observability import Telemetry
 
 log = logging.getLogger(__name__)
@@ -58,31 +61,17 @@ class BrokerService:
         telemetry: Telemetry | None = None,
         ack_block_ms: int = 20,
     ) -> None:
-        tune_gc()
         self.tracing = BrokerTracing(telemetry or Telemetry.disabled("broker"), names.deliveries)
         self.client = client
         self.names = names
         self.bus = StreamBus(client)
         self.capacity = capacity  # deliveries in flight at once: one per worker
         self._limits = (nack_timeout_s, delivery_limit)
-        self.lock = threading.RLock()  # the replica thread and the loop share the cores
-        self._new_cores()
-        # The broker follows evals and nodes; allocations are never decoded here, and of the
-        # client reports only terminal ones (they free capacity) are.
-        self.replica = LogReplica(
-            client,
-            names,
-            store=StateStore(),
-            listener=self._on_entry,
-            # The broker reads evaluations, nodes and client reports, never jobs.
-            decode=partial(
-                decode_entry, skip_allocs=True, terminal_updates_only=True, jobs_as_evals=True
-            ),
-            on_reset=self._new_cores,
-        )
+        self.lock = threading.RLock()  # the leader's thread (feed) and the loop share the cores
+        self.reset()
         self._writes: list[Evaluation] = []
         self.stats = {"delivered": 0, "acked": 0, "nacked": 0, "stale_acks": 0}
-        # The loop blocks reading acks; evals the log-tail thread enqueues cut that short.
+        # The loop blocks reading acks; evals the leader's commits enqueue cut that short.
         self.reads = WakeableReads(client)
         self._acks = GroupConsumer(
             StreamBus(self.reads.client),
@@ -95,11 +84,11 @@ class BrokerService:
             block_ms=ack_block_ms,
         )
 
-    def _new_cores(self) -> None:
-        """Empty broker cores: at start, and before a reload from the snapshot (the replica
-        fell behind the trimmed log), which feeds them every evaluation again. Deliveries in
-        flight are forgotten: their workers' plans fail the token fence and the evals are
-        delivered again."""
+    def reset(self) -> None:
+        """Empty broker cores: at start, and before the leader rebuilds its store from the
+        snapshot and the log, which feeds them every evaluation again. Deliveries in flight
+        are forgotten: they are delivered again under new tokens, which fence out whatever
+        the old deliveries' workers still send."""
         nack_timeout_s, delivery_limit = self._limits
         with self.lock:
             self.broker = EvalBroker(
@@ -112,7 +101,6 @@ class BrokerService:
 
     def start(self) -> None:
         self.bus.ensure_group(self.names.acks, BROKER_GROUP)
-        self.replica.load()
         self.tracing.watch_backlog(
             self.bus,
             [
@@ -123,8 +111,6 @@ class BrokerService:
         )
 
     def run(self, stop: threading.Event) -> None:
-        tail = threading.Thread(target=self.replica.run, args=(stop, 100), daemon=True)
-        tail.start()
         reconnecting = Reconnecting(stop, "broker")
         while not stop.is_set():
             try:
@@ -160,12 +146,14 @@ class BrokerService:
 
     # -- feeding -------------------------------------------------------------------------------
 
-    def _on_entry(self, entry: LogEntry, state: StateStore) -> None:
+    def on_commit(self, entry: LogEntry, state: StateReader) -> None:
+        """One entry the leader made durable and applied to `state` (its store), on the
+        leader's thread."""
         with self.lock:
             self._writes += self.feed.apply(entry, state)
             if entry.trace and isinstance(entry.change, UpsertJob | UpsertEvals | UpsertAllocs):
                 self.tracing.on_entry(entry, entry.change.evals)
-        # Called per log entry: the broker's stats are read only while the loop is blocked
+        # Called per entry: the broker's stats are read only while the loop is blocked
         # reading acks (a busy loop finds the work itself).
         if self.reads.armed and self._work_waiting():
             self.reads.wake()

@@ -1,10 +1,12 @@
-"""The leader's Ray shell: one named actor, the single writer (see service.py)."""
+"""The leader's Ray shell: one named actor, the single writer (see service.py), hosting the
+eval broker (actors/broker/service.py) on a thread of its own, as Nomad's leader does."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
 
+from actors.broker.service import BrokerService
 from actors.leader.service import LeaderService
 from actors.leader.snapshots import SnapshotPolicy
 from actors.runtime.shell import ServiceShell, actor_telemetry
@@ -25,17 +27,38 @@ class LeaderActor(ServiceShell):
         telemetry_dir: str | None = None,
         tracing: bool = True,
         snapshot_policy: SnapshotPolicy | None = None,
+        broker_capacity: int = 2,
+        nack_timeout_s: float = 60.0,
+        delivery_limit: int = 3,
     ) -> None:
+        """broker_capacity: deliveries in flight at once (DELIVERIES_PER_WORKER per worker)."""
         self.telemetry = actor_telemetry("leader", "leader", telemetry_dir, tracing)
+        broker_telemetry = actor_telemetry("broker", "broker", telemetry_dir, tracing)
+        self.companion_telemetry = {"broker": broker_telemetry}
+        names = StreamNames(prefix)
+        self.broker = BrokerService(
+            connect(redis_url, client_name="drover-broker"),
+            names,
+            capacity=broker_capacity,
+            nack_timeout_s=nack_timeout_s,
+            delivery_limit=delivery_limit,
+            telemetry=broker_telemetry,
+        )
         self._serve(
             LeaderService(
                 connect(redis_url, client_name="drover-leader"),
-                StreamNames(prefix),
+                names,
                 heartbeat_ttl_s=heartbeat_ttl_s,
                 telemetry=self.telemetry,
                 snapshot_policy=snapshot_policy,
-            )
+                broker=self.broker,
+            ),
+            self.broker,
         )
+
+    def broker_stats(self) -> dict[str, int]:
+        """The hosted broker's counters (delivered, acked, nacked, stale acks)."""
+        return dict(self.broker.stats)
 
     def write_snapshot(self) -> int:
         """Write a snapshot now and trim the log before its tail; returns its index."""

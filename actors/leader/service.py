@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Protocol
 
 import redis
 from opentelemetry.trace import INVALID_SPAN, Span
@@ -40,7 +41,7 @@ from actors.leader.tracing import LeaderTracing
 from actors.process_settings import after_state_applied, tune_gc, when_idle
 from actors.runtime.reconnect import UNREACHABLE, Reconnecting
 from actors.runtime.snapshots import SnapshotStore, load_latest
-from actors.state import StateSnapshot, StateStore
+from actors.state import StateReader, StateSnapshot, StateStore
 from actors.streams import GroupConsumer, StreamBus
 from actors.streams.envelope import registry_of
 from actors.streams.names import LEADER_GROUP, StreamNames
@@ -57,6 +58,16 @@ from contracts.state_log import LogEntry, StateChange, decode_entry
 from observability import Telemetry
 
 log = logging.getLogger(__name__)
+
+
+class CommitFeed(Protocol):
+    """What the leader hands every entry once it is durable and applied to its store: the
+    eval broker it hosts (actors/broker/service.py)."""
+
+    def reset(self) -> None: ...
+
+    def on_commit(self, entry: LogEntry, state: StateReader) -> None: ...
+
 
 LEADER_MESSAGES = registry_of(PlanSubmission, LeaderRequest)
 STALE_TOKEN = "eval token is no longer outstanding (the eval was redelivered)"
@@ -91,6 +102,7 @@ class LeaderService:
         now_ns: Callable[[], int] = time.time_ns,
         telemetry: Telemetry | None = None,
         snapshot_policy: SnapshotPolicy | None = None,
+        broker: CommitFeed | None = None,
     ) -> None:
         tune_gc()
         self.telemetry = telemetry or Telemetry.disabled("leader")
@@ -102,6 +114,8 @@ class LeaderService:
         self.snapshots = SnapshotStore(client, names)
         self.snapshot_writer = SnapshotWriter(self.snapshots, snapshot_policy or SnapshotPolicy())
         self.store = StateStore()
+        # The eval broker this leader hosts, fed each entry once it is durable and applied.
+        self.broker = broker
         self.core = LeaderCore(self.store, now_ns=now_ns, new_id=lambda: str(uuid.uuid4()))
         self.heartbeats = HeartbeatTracker(heartbeat_ttl_s)
         self.stats = LeaderStats()
@@ -472,6 +486,7 @@ class LeaderService:
                     for entry in entries:
                         self.store.apply(entry)
                         self._remember(entry)
+                        self._feed(entry)
                     self.stats.index = outcome.index
                 return outcome.index
             if outcome.reason.startswith("token:"):
@@ -482,6 +497,7 @@ class LeaderService:
             for entry in self.durable.entries_after(self.store.latest_index()):
                 self.store.apply(entry)
                 self._remember(entry)
+                self._feed(entry)
             self.stats.index = self.store.latest_index()
         raise RuntimeError("could not commit after catching up with the log three times")
 
@@ -546,6 +562,12 @@ class LeaderService:
             )
         self.stats.index = outcome.index
         self.stats.commits += 1
+        for entry in staged:  # durable now: the broker may act on them
+            self._feed(entry)
+
+    def _feed(self, entry: LogEntry) -> None:
+        if self.broker is not None:
+            self.broker.on_commit(entry, self.store)
 
     def _lose_store(self) -> None:
         """Rebuild the store from the log now if Redis answers, else before the next turn."""
@@ -561,12 +583,19 @@ class LeaderService:
         other threads)."""
         store = StateStore()
         applied: OrderedDict[str, int] = OrderedDict()
-        header = load_latest(self.snapshots, store, decode_entry)
+        broker = self.broker
+        if broker is not None:
+            broker.reset()  # fed everything again below, as the store is rebuilt
+        header = load_latest(
+            self.snapshots, store, decode_entry, listener=broker.on_commit if broker else None
+        )
         if header is not None:
             applied.update(header.requests)
         self.snapshot_writer.loaded(store.latest_index(), self.durable.appended_bytes)
         for entry in self.durable.entries_after(store.latest_index()):
             store.apply(entry)
+            if broker is not None:
+                broker.on_commit(entry, store)
             if entry.request_id:
                 applied[entry.request_id] = entry.index
                 if len(applied) > APPLIED_REQUESTS_KEPT:

@@ -39,19 +39,28 @@ def actor_telemetry(role: str, instance_id: str, data_dir: str | None, enabled: 
 class ServiceShell:
     service: Any
     telemetry: Telemetry | None = None
+    # Services hosted beside the main one, each looping on a thread of its own (the leader
+    # hosts the eval broker), and their telemetry, keyed by role.
+    companions: tuple[Service, ...] = ()
+    companion_telemetry: dict[str, Telemetry] = {}
 
-    def _serve(self, service: Service) -> None:
+    def _serve(self, service: Service, *companions: Service) -> None:
         self.service = service
+        self.companions = companions
         service.start()
+        for companion in companions:
+            companion.start()
         pace_heap()  # the loaded state stays out of the collector's way from now on
         self._stop = threading.Event()
-        self._thread = threading.Thread(
-            target=service.run, args=(self._stop,), name=type(service).__name__, daemon=True
-        )
-        self._thread.start()
+        self._threads = [
+            threading.Thread(target=s.run, args=(self._stop,), name=type(s).__name__, daemon=True)
+            for s in (service, *companions)
+        ]
+        for thread in self._threads:
+            thread.start()
 
     def ready(self) -> bool:
-        return self._thread.is_alive()
+        return all(thread.is_alive() for thread in self._threads)
 
     def stats(self) -> dict[str, Any]:
         stats = self.service.stats
@@ -67,18 +76,27 @@ class ServiceShell:
         return out
 
     def shutdown(self) -> dict[str, ExportStats]:
-        """Stop the loop, then flush what the actor recorded (spans, metrics) under the short
+        """Stop the loops, then flush what the actor recorded (spans, metrics) under the short
         shutdown export deadline. Returns the exporters' failure counts, read after that last
         flush (the caller kills the actor next, and its counters with it)."""
         self._stop.set()
-        self._thread.join(timeout=STOP_JOIN_S)
-        if self.telemetry is not None:
-            self.telemetry.shutdown()
+        for thread in self._threads:
+            thread.join(timeout=STOP_JOIN_S)
+        for telemetry in self._telemetries():
+            telemetry.shutdown()
         return self.telemetry_stats()
 
     def telemetry_stats(self) -> dict[str, ExportStats]:
-        """Failure accounting of the actor's exporters by signal ("spans", "metrics")."""
-        return self.telemetry.export_stats() if self.telemetry is not None else {}
+        """Failure accounting of the actor's exporters by signal ("spans", "metrics"); a
+        companion's are prefixed with its role ("broker spans")."""
+        out = self.telemetry.export_stats() if self.telemetry is not None else {}
+        for role, telemetry in self.companion_telemetry.items():
+            out |= {f"{role} {signal}": s for signal, s in telemetry.export_stats().items()}
+        return out
 
     def flush_telemetry(self) -> bool:
-        return self.telemetry.flush() if self.telemetry is not None else True
+        return all([telemetry.flush() for telemetry in self._telemetries()])
+
+    def _telemetries(self) -> list[Telemetry]:
+        main = [self.telemetry] if self.telemetry is not None else []
+        return main + list(self.companion_telemetry.values())

@@ -21,7 +21,7 @@ KEYS = (
 
 
 def test_a_short_chaos_run_survives_every_kind_of_kill() -> None:
-    targets = "leader,redis,worker,broker,agent,tree,autoscaler"
+    targets = "leader,redis,worker,agent,tree,autoscaler"
     argv = ["--minutes", "0.6", "--kill-every", "3", "--targets", targets, "--nodes", "8"]
     argv += ["--ops-per-s", "5", "--snapshot-every", "100", "--settle", "120"]
     args = chaos.parse_args(argv)

@@ -201,7 +201,6 @@ def test_a_tiny_run_prints_every_figure_and_every_job_commits() -> None:
             "api",
             "load",
             "leader",
-            "broker",
             "workers",
             "agent",
             "autoscaler",

@@ -24,7 +24,6 @@ from launch.system import DroverSystem, SystemConfig
 
 ACTORS = {
     "drover-leader",
-    "drover-broker",
     "drover-worker-0",
     "drover-agent-sim",
     "drover-autoscaler",

@@ -253,7 +253,7 @@ def test_killed_worker_delivery_is_redelivered_and_its_late_plan_refused(
     stale, the redelivered one commits, and the job has its allocations once."""
     names = StreamNames()
     before = ray.get(system.leader.stats.remote())
-    delivered_before = ray.get(system.broker.stats.remote())["delivered"]
+    delivered_before = ray.get(system.leader.broker_stats.remote())["delivered"]
     ray.get(system.leader.hold_plans.remote(100, 120.0, ["redelivered"]))
     try:
         eval_id = client.run_job(job("redelivered", 3, "e2e", cpu=100, mem=64)).eval_id
@@ -289,7 +289,7 @@ def test_killed_worker_delivery_is_redelivered_and_its_late_plan_refused(
     ]
     assert len(deliveries) > len(evals) and len({d.token for d in deliveries}) >= 2
     assert deliveries[0].token == first.plan.eval_token
-    assert ray.get(system.broker.stats.remote())["delivered"] - delivered_before >= 2
+    assert ray.get(system.leader.broker_stats.remote())["delivered"] - delivered_before >= 2
     # ... and the dead worker's late plan was refused, answered on its reply stream.
     assert ray.get(system.leader.stats.remote())["stale_plans"] > before["stale_plans"]
     refused = [

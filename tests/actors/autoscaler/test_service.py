@@ -142,10 +142,11 @@ def wait_for(probe: Callable[[], Any], timeout_s: float = 60.0) -> Any:
 def cluster(
     client: redis.Redis, run_in_thread: Callable[[Any], Callable[[], None]], tmp_path: Path
 ) -> Iterator[Cluster]:
-    leader = LeaderService(client, NAMES)
+    broker = BrokerService(client, NAMES, capacity=2)
+    leader = LeaderService(client, NAMES, broker=broker)
     services: list[Any] = [
         leader,
-        BrokerService(client, NAMES, capacity=2),
+        broker,
         WorkerService("worker-1", client, NAMES),
         AgentService(
             "sim",

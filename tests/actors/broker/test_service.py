@@ -1,6 +1,6 @@
-"""The broker service on a real Redis, fed by a real leader's log (no Ray): deliveries up to
-capacity with their tokens written for the leader's fencing, acks and nacks, nack timeouts and
-restarts that redeliver under a new token, and the writes it sends the leader."""
+"""The broker service on a real Redis, hosted by a real leader (no Ray): deliveries up to
+capacity with their tokens written for the leader's fencing, acks and nacks, nack timeouts, a
+new leader that redelivers under a new token, and the writes it sends the leader."""
 
 from __future__ import annotations
 
@@ -28,10 +28,13 @@ def job(job_id: str) -> Job:
     return Job(id=job_id, name=job_id, task_groups=(TaskGroup("g", 1, tasks=(task,)),))
 
 
-def new_leader(client: redis.Redis) -> LeaderService:
-    service = LeaderService(client, NAMES)
-    service.start()
-    return service
+def new_leader(client: redis.Redis, **options: Any) -> tuple[LeaderService, BrokerService]:
+    """A leader and the broker it hosts, started: the broker is fed the log so far."""
+    broker = BrokerService(client, NAMES, **options)
+    broker.start()
+    leader = LeaderService(client, NAMES, broker=broker)
+    leader.start()
+    return leader, broker
 
 
 def register(leader: LeaderService, job_id: str) -> tuple[str, int]:
@@ -41,12 +44,6 @@ def register(leader: LeaderService, job_id: str) -> tuple[str, int]:
     )
     assert response.ok and response.eval_id
     return response.eval_id, response.index
-
-
-def new_broker(client: redis.Redis, **options: Any) -> BrokerService:
-    service = BrokerService(client, NAMES, **options)
-    service.start()
-    return service
 
 
 def delivered(client: redis.Redis) -> list[EvalDelivery]:
@@ -86,10 +83,9 @@ def wait_for(done: Callable[[], bool], timeout_s: float = 30.0) -> None:
 def test_evals_from_the_log_go_out_up_to_capacity_each_with_its_token(
     client: redis.Redis,
 ) -> None:
-    leader = new_leader(client)
-    first, index = register(leader, "a")
+    leader, broker = new_leader(client, capacity=1)
+    first, index = register(leader, "a")  # each commit feeds the broker
     second, _ = register(leader, "b")
-    broker = new_broker(client, capacity=1)  # the log so far feeds it on start
 
     assert broker.poll_once()
     (d1,) = delivered(client)
@@ -111,9 +107,8 @@ def test_evals_from_the_log_go_out_up_to_capacity_each_with_its_token(
 def test_a_nacked_eval_comes_back_under_a_new_token_that_fences_out_the_old_one(
     client: redis.Redis,
 ) -> None:
-    leader = new_leader(client)
+    leader, broker = new_leader(client)
     eval_id, _ = register(leader, "a")
-    broker = new_broker(client)
     broker.poll_once()
     (d1,) = delivered(client)
 
@@ -148,9 +143,8 @@ def test_a_nacked_eval_comes_back_under_a_new_token_that_fences_out_the_old_one(
 def test_an_unacked_delivery_times_out_and_is_redelivered_under_a_new_token(
     client: redis.Redis,
 ) -> None:
-    leader = new_leader(client)
+    leader, broker = new_leader(client, nack_timeout_s=0.2)
     eval_id, _ = register(leader, "a")
-    broker = new_broker(client, nack_timeout_s=0.2)
     broker.poll_once()
     poll_until(broker, lambda: len(delivered(client)) == 2)  # nobody acks: the timer nacks
     d1, d2 = delivered(client)
@@ -161,9 +155,8 @@ def test_an_unacked_delivery_times_out_and_is_redelivered_under_a_new_token(
 def test_an_eval_past_its_delivery_limit_is_failed_through_the_leader(
     client: redis.Redis,
 ) -> None:
-    leader = new_leader(client)
+    leader, broker = new_leader(client, delivery_limit=1)
     eval_id, _ = register(leader, "a")
-    broker = new_broker(client, delivery_limit=1)
     broker.poll_once()
     (d1,) = delivered(client)
     settle(client, d1, AckOutcome.NACK)
@@ -182,25 +175,25 @@ def test_an_eval_past_its_delivery_limit_is_failed_through_the_leader(
     assert eval_id not in tokens(client)
 
 
-def test_a_restarted_broker_redelivers_what_was_in_flight_under_a_new_token(
+def test_a_new_leaders_broker_redelivers_what_was_in_flight_under_a_new_token(
     client: redis.Redis,
 ) -> None:
-    leader = new_leader(client)
+    leader, first = new_leader(client)
     eval_id, _ = register(leader, "a")
-    first = new_broker(client)
     first.poll_once()
     (d1,) = delivered(client)
 
-    second = new_broker(client)  # the first died with d1 unacked: rebuilt from the log
+    # The leader died with d1 unacked: the next one rebuilds its store and its broker from
+    # the log, and fences the old one out.
+    _, second = new_leader(client)
     second.poll_once()
     d2 = delivered(client)[1]
     assert d2.eval.id == eval_id and d2.token != d1.token
     assert tokens(client) == {eval_id: d2.token}
 
 
-def test_the_running_broker_follows_the_log_as_it_grows(client: redis.Redis) -> None:
-    leader = new_leader(client)
-    broker = new_broker(client)
+def test_the_running_broker_is_fed_each_commit_of_its_leader(client: redis.Redis) -> None:
+    leader, broker = new_leader(client)
     stop = threading.Event()
     loop = threading.Thread(target=broker.run, args=(stop,), daemon=True)
     loop.start()
@@ -223,13 +216,12 @@ def blocked(client: redis.Redis, connection_id: int | None) -> bool:
     )
 
 
-def test_an_eval_from_the_log_cuts_the_loops_wait_for_acks_short(
+def test_an_eval_committed_meanwhile_cuts_the_loops_wait_for_acks_short(
     client: redis.Redis, run_in_thread: Any
 ) -> None:
-    """The loop blocks reading acks; an eval the log-tail thread enqueues meanwhile wakes it.
+    """The loop blocks reading acks; an eval the leader's commit enqueues meanwhile wakes it.
     The block is a minute long here: a delivery that waited it out misses the deadline."""
-    leader = new_leader(client)
-    broker = new_broker(client, ack_block_ms=60_000)
+    leader, broker = new_leader(client, ack_block_ms=60_000)
     halt = run_in_thread(broker)
     try:
         wait_for(lambda: blocked(client, broker.reads.connection_id))

@@ -82,12 +82,12 @@ def test_each_delivery_is_sent_in_its_evals_trace_and_carries_the_send_span(
 ) -> None:
     leader_telemetry, leader_spans, _ = in_memory("leader")
     telemetry, spans, _ = in_memory("broker")
-    leader = LeaderService(client, NAMES, telemetry=leader_telemetry)
+    broker = BrokerService(client, NAMES, telemetry=telemetry)
+    broker.start()
+    leader = LeaderService(client, NAMES, telemetry=leader_telemetry, broker=broker)
     leader.start()
     eval_id = register(leader, "web")
     (root,) = [s for s in leader_spans.get_finished_spans() if s.name == c.SPAN_EVAL_ENQUEUE]
-    broker = BrokerService(client, NAMES, telemetry=telemetry)
-    broker.start()
     broker.poll_once()
     ((first, _fields),) = deliveries(client)
     settle(client, first, AckOutcome.NACK)
@@ -114,12 +114,12 @@ def test_acks_and_nacks_become_eval_metrics_and_backlogs_a_gauge(
 ) -> None:
     leader_telemetry, _, _ = in_memory("leader")
     telemetry, _, reader = in_memory("broker")
-    leader = LeaderService(client, NAMES, telemetry=leader_telemetry)
+    broker = BrokerService(client, NAMES, telemetry=telemetry)
+    broker.start()
+    leader = LeaderService(client, NAMES, telemetry=leader_telemetry, broker=broker)
     leader.start()
     StreamBus(client).ensure_group(NAMES.deliveries, WORKERS_GROUP)  # as a worker does
     register(leader, "web")
-    broker = BrokerService(client, NAMES, telemetry=telemetry)
-    broker.start()
     broker.poll_once()
 
     def backlog(stream: str, group: str) -> int:
@@ -157,11 +157,11 @@ def test_acks_and_nacks_become_eval_metrics_and_backlogs_a_gauge(
 
 
 def test_without_tracing_a_delivery_carries_no_context(client: redis.Redis) -> None:
-    leader = LeaderService(client, NAMES)
-    leader.start()
-    register(leader, "web")
     broker = BrokerService(client, NAMES)
     broker.start()
+    leader = LeaderService(client, NAMES, broker=broker)
+    leader.start()
+    register(leader, "web")
     broker.poll_once()
     ((_, fields),) = deliveries(client)
     assert b"tp" not in fields and b"ts" not in fields

@@ -209,3 +209,51 @@ def test_a_deposed_leader_stops_deciding_and_its_loop_ends(harness: Any) -> None
     with pytest.raises(NotLeaderError):
         old.poll_once()  # and on every turn after
     assert reloads == [] and harness.log_length() == 0
+
+
+class RecordingFeed:
+    """A hosted broker's view: each entry it is handed, checked durable when handed."""
+
+    def __init__(self, harness: Any) -> None:
+        self.harness = harness
+        self.indexes: list[int] = []
+        self.resets = 0
+
+    def reset(self) -> None:
+        self.resets += 1
+        self.indexes = []
+
+    def on_commit(self, entry: LogEntry, state: Any) -> None:
+        assert entry.index <= self.harness.log_length(), "handed an entry not yet durable"
+        assert state.latest_index() >= entry.index  # and already applied
+        self.indexes.append(entry.index)
+
+
+def test_the_hosted_broker_is_handed_entries_only_once_durable_and_again_after_a_rebuild(
+    harness: Any,
+) -> None:
+    first = harness.leader()
+    first.handle(register("old"))  # in the log before the next leader starts
+    feed = RecordingFeed(harness)
+    service = LeaderService(harness.client, harness.names, broker=feed)
+    service.start()
+    assert feed.resets == 1 and feed.indexes == list(range(1, harness.log_length() + 1))
+    harness.send(register("a"), register("b"), register("c"))  # staged, one flush
+    service.poll_once()
+    assert feed.indexes == list(range(1, harness.log_length() + 1))
+
+    real_commit = service.durable.commit
+
+    def refused(expected: int, entries: Any, fences: Any) -> Any:
+        intruder = LogEntry(expected + 1, service.stats.term, UpsertEvals(()))
+        assert real_commit(expected, [intruder], [None]).ok
+        service.durable.commit = real_commit  # type: ignore[method-assign]
+        return real_commit(expected, entries, fences)
+
+    service.durable.commit = refused  # type: ignore[method-assign]
+    harness.send(register("d"), register("e"))
+    for _ in range(5):
+        service.poll_once()
+    # The refused batch was never handed over; the rebuild handed everything again, once.
+    assert feed.resets == 2
+    assert feed.indexes == list(range(1, harness.log_length() + 1))

@@ -63,9 +63,8 @@ def cluster(
         return scheduler
 
     monkeypatch.setattr(worker_service, "new_scheduler", poisoned)
-    leader = LeaderService(client, NAMES)
-    leader.start()
     broker = BrokerService(client, NAMES, capacity=2, nack_timeout_s=1.0, delivery_limit=2)
+    leader = LeaderService(client, NAMES, broker=broker)
     workers = [WorkerService(f"w{i}", client, NAMES) for i in range(2)]
     services: list[Any] = [leader, broker, *workers]
     for service in services:

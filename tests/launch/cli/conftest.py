@@ -53,10 +53,11 @@ def cluster(
 ) -> Iterator[Cluster]:
     names = StreamNames("cli")
     connect(redis_server.url).flushall()
-    leader = LeaderService(connect(redis_server.url), names)
+    broker = BrokerService(connect(redis_server.url), names, capacity=2)
+    leader = LeaderService(connect(redis_server.url), names, broker=broker)
     services: list[Any] = [
         leader,
-        BrokerService(connect(redis_server.url), names, capacity=2),
+        broker,
         WorkerService("worker-1", connect(redis_server.url), names),
         AgentService(
             "sim",
