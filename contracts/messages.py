@@ -100,6 +100,8 @@ class PlanResponse:
     error: str = ""
     lean: bool = False
     completed: bool = False  # the submission's `completes` eval was committed with the plan
+    # The leader's broker took that commit as the delivery's ack: the worker sends none.
+    acked: bool = False
 
     def committed(self, plan: Plan) -> PlanResult:
         if not self.lean:

@@ -70,7 +70,15 @@ class BrokerService:
         self.lock = threading.RLock()  # the leader's thread (feed) and the loop share the cores
         self.reset()
         self._writes: list[Evaluation] = []
-        self.stats = {"delivered": 0, "acked": 0, "nacked": 0, "stale_acks": 0}
+        # Evals the leader acked on its thread (complete) whose tokens the loop deletes.
+        self._completed: list[str] = []
+        self.stats = {
+            "delivered": 0,
+            "acked": 0,
+            "acked_on_commit": 0,  # of those, by the leader as it committed the plan
+            "nacked": 0,
+            "stale_acks": 0,
+        }
         # The loop blocks reading acks; evals the leader's commits enqueue cut that short.
         self.reads = WakeableReads(client)
         self._acks = GroupConsumer(
@@ -135,14 +143,16 @@ class BrokerService:
         # An eval failed at its delivery limit was acked on the core, not by a worker: its
         # last token must go too, or the worker still holding it could commit over FAILED.
         failed = [e.id for e in writes if e.status is EvalStatus.FAILED]
-        if failed:
-            self._forget_tokens(failed)
+        with self.lock:
+            done, self._completed = self._completed, []
+        if failed or done:
+            self._forget_tokens(failed + done)
         if deliveries:
             self._publish(deliveries)
         if writes:
             request = LeaderRequest(RequestKind.UPDATE_EVALS, evals=tuple(writes))
             self.bus.publish(self.names.requests, [("LeaderRequest", request)])
-        return bool(acked or deliveries or writes)
+        return bool(acked or deliveries or writes or done)
 
     # -- feeding -------------------------------------------------------------------------------
 
@@ -158,10 +168,28 @@ class BrokerService:
         if self.reads.armed and self._work_waiting():
             self.reads.wake()
 
-    def _work_waiting(self) -> bool:
-        """Writes to send, or a ready eval and room to deliver it."""
+    def complete(self, eval_id: str, token: str) -> bool:
+        """The leader committed the plan that completed this delivery's eval (on the
+        leader's thread): acked as the worker's ack would be, which the worker then does not
+        send. False (nothing changed) if the delivery is no longer outstanding: the worker
+        acks itself and the ack counts as stale."""
         with self.lock:
-            if self._writes:
+            try:
+                self.broker.ack(eval_id, token)
+            except (NotOutstandingError, EvalBrokerError):
+                return False
+            self.stats["acked"] += 1
+            self.stats["acked_on_commit"] += 1
+            self.tracing.settled(eval_id, True)
+            self._completed.append(eval_id)
+        if self.reads.armed:
+            self.reads.wake()  # room for the next delivery, and a token to delete
+        return True
+
+    def _work_waiting(self) -> bool:
+        """Writes to send, tokens to delete, or a ready eval and room to deliver it."""
+        with self.lock:
+            if self._writes or self._completed:
                 return True
             stats = self.broker.stats()  # its totals count the _failed queue too
             room = stats.total_unacked < self.capacity

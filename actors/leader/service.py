@@ -24,8 +24,6 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import Protocol
 
 import redis
 from opentelemetry.trace import INVALID_SPAN, Span
@@ -36,12 +34,13 @@ from actors.leader.core.plan_queue import PlanQueue
 from actors.leader.core.repeated_requests import repeated_answer
 from actors.leader.durable_log import DurableLog, Fence, NotLeaderError
 from actors.leader.plan_hold import PlanHold
+from actors.leader.service_records import CommitFeed, LeaderStats, StagedCommitLost
 from actors.leader.snapshots import SnapshotPolicy, SnapshotWriter
 from actors.leader.tracing import LeaderTracing
 from actors.process_settings import after_state_applied, tune_gc, when_idle
 from actors.runtime.reconnect import UNREACHABLE, Reconnecting
 from actors.runtime.snapshots import SnapshotStore, load_latest
-from actors.state import StateReader, StateSnapshot, StateStore
+from actors.state import StateSnapshot, StateStore
 from actors.streams import GroupConsumer, StreamBus
 from actors.streams.envelope import registry_of
 from actors.streams.names import LEADER_GROUP, StreamNames
@@ -60,34 +59,11 @@ from observability import Telemetry
 log = logging.getLogger(__name__)
 
 
-class CommitFeed(Protocol):
-    """What the leader hands every entry once it is durable and applied to its store: the
-    eval broker it hosts (actors/broker/service.py)."""
-
-    def reset(self) -> None: ...
-
-    def on_commit(self, entry: LogEntry, state: StateReader) -> None: ...
-
-
 LEADER_MESSAGES = registry_of(PlanSubmission, LeaderRequest)
 STALE_TOKEN = "eval token is no longer outstanding (the eval was redelivered)"
 APPLIED_REQUESTS_KEPT = 100_000
 # Answers are read as they come; the cap only bounds a stream whose reader went away.
 REPLY_STREAM_MAXLEN = 10_000
-
-
-@dataclass
-class LeaderStats:
-    term: int = 0
-    index: int = 0
-    plans: int = 0
-    partial_plans: int = 0
-    rejected_nodes: int = 0
-    stale_plans: int = 0
-    requests: int = 0
-    placed: int = 0  # new allocations committed by plans
-    commits: int = 0  # durable commits (a batch's staged requests share one)
-    held_plans: int = 0  # plans held back by `hold_plans` (a test failpoint)
 
 
 class LeaderService:
@@ -433,8 +409,20 @@ class LeaderService:
                 rejected_nodes=result.rejected_nodes, refresh_index=refresh, alloc_index=index
             )
             completed = submission.completes is not None and plan_completes_eval(result)
+            # Nothing follows a completing plan (the scheduler ends with that status), so
+            # the hosted broker acks the delivery at once: no ack round trip, and its room
+            # goes to the next eval as the commit lands.
+            broker = self.broker
+            acked = (
+                completed and broker is not None and broker.complete(plan.eval_id, plan.eval_token)
+            )
             response = PlanResponse(
-                plan.eval_id, submission.attempt, verdict, lean=True, completed=completed
+                plan.eval_id,
+                submission.attempt,
+                verdict,
+                lean=True,
+                completed=completed,
+                acked=acked,
             )
             answered.append(self._reply(submission, response))
 
@@ -605,7 +593,3 @@ class LeaderService:
         self.core.rebuild_deadlines()
         self.stats.index = store.latest_index()
         self._store_lost = False
-
-
-class StagedCommitLost(RuntimeError):
-    """Staged entries could not be made durable; the store was rebuilt from the log."""

@@ -8,6 +8,8 @@ talks to the leader through streams.
         own reply stream; a partial commit makes it wait for the refresh index and retry
         (the scheduler's retry loop); the eval's final status is written through the leader,
         fenced by the delivery token; then the broker gets an ack (or a nack on failure).
+        Usually the final status rides on the last plan, and the broker (hosted by the
+        leader) takes that plan's commit as the ack: the worker sends none.
 
 A worker that dies mid-eval leaves its delivery unacked: the broker's nack timeout hands it to
 another worker with a new token, and the leader refuses anything the old token still sends.
@@ -29,6 +31,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from functools import partial
+from typing import NamedTuple
 
 import redis
 from opentelemetry.trace import INVALID_SPAN, Span
@@ -169,6 +172,8 @@ class StreamPlanner:
         # The final status to send with the next plan, and the one a plan committed.
         self.completes: Evaluation | None = None
         self.completed: Evaluation | None = None
+        # The leader acked the delivery as it committed the completing plan.
+        self.acked_by_leader = False
 
     def complete_on_commit(self, evaluation: Evaluation) -> None:
         self.completes = evaluation
@@ -194,6 +199,7 @@ class StreamPlanner:
             worker.tracing.plan_result(span, plan, result)
         if response.completed:
             self.completed = submission.completes
+        self.acked_by_leader = response.acked
         worker.stats["plans"] += 1
         if result.rejected_nodes:
             worker.stats["partial_plans"] += 1
@@ -231,6 +237,15 @@ class StreamPlanner:
         evals = [*self.evals, *([self.final] if self.final else [])]
         if not evals:
             return ""
+        if self.acked_by_leader:
+            # The delivery is settled: its token no longer fences anything in. A scheduler
+            # ends with the status its completing plan carried, so this is a bug to see.
+            log.warning(
+                "eval %s: %d records after its completing plan were dropped",
+                self.delivery.eval.id,
+                len(evals),
+            )
+            return ""
         worker = self.worker
         request_id = f"{worker.worker_id}-{worker.incarnation}-{next(worker.request_ids)}"
         request = LeaderRequest(
@@ -248,6 +263,19 @@ class StreamPlanner:
 def same_outcome(a: Evaluation, b: Evaluation) -> bool:
     """Two final statuses of one eval that differ at most in when they were written."""
     return a == dataclasses.replace(b, modify_time=a.modify_time)
+
+
+# The reason on a worker's ack span when the leader acked the delivery with its plan.
+ACKED_ON_COMMIT = "acked by the leader with the plan that completed it"
+
+
+class Processed(NamedTuple):
+    """How one delivery ended on the worker."""
+
+    outcome: AckOutcome
+    reason: str
+    request_id: str = ""  # of the final-status request whose answer the ack waits for
+    acked_by_leader: bool = False  # its completing plan's commit acked it: no ack to send
 
 
 @dataclasses.dataclass(slots=True)
@@ -303,6 +331,7 @@ class WorkerService:
             "nacks": 0,
             "rebased_plans": 0,
             "rebased_nodes": 0,
+            "acked_by_leader": 0,
         }
         self.unacked: UnackedEval | None = None
         self._last_delivery = 0.0
@@ -365,12 +394,15 @@ class WorkerService:
         for message_id, _type, delivery, trace in batch:
             assert isinstance(delivery, EvalDelivery)
             with self.tracing.evaluation(delivery, trace, message_id) as span:
-                outcome, reason, request_id = self.process(delivery, span)
+                processed = self.process(delivery, span)
                 self.finish_unacked()  # the previous eval's answer came in meanwhile
-                if request_id:
-                    self.unacked = UnackedEval(delivery, request_id, span)
+                if processed.request_id:
+                    self.unacked = UnackedEval(delivery, processed.request_id, span)
+                elif processed.acked_by_leader:
+                    self.stats["acked_by_leader"] += 1
+                    self.tracing.ack_trace(span, AckOutcome.ACK, ACKED_ON_COMMIT)
                 else:
-                    self._ack(delivery, span, outcome, reason)
+                    self._ack(delivery, span, processed.outcome, processed.reason)
 
     def finish_unacked(self, timeout_s: float | None = None) -> None:
         """Ack (or nack, if the leader refused the token) the eval whose final status
@@ -400,11 +432,8 @@ class WorkerService:
         ack_trace = self.tracing.ack_trace(span, outcome, reason)
         self.bus.publish(self.names.acks, [("EvalAck", ack)], ack_trace)
 
-    def process(
-        self, delivery: EvalDelivery, span: Span = INVALID_SPAN
-    ) -> tuple[AckOutcome, str, str]:
-        """Schedule one evaluation; any failure becomes a nack with the reason. The third
-        item is the id of the final-status request whose answer the ack waits for."""
+    def process(self, delivery: EvalDelivery, span: Span = INVALID_SPAN) -> Processed:
+        """Schedule one evaluation; any failure becomes a nack with the reason."""
         self.stats["evals"] += 1
         try:
             if not self.replica.catch_up_to(delivery.wait_index, self.wait_timeout_s):
@@ -422,11 +451,11 @@ class WorkerService:
                 self.tracing.record_phases(span, scheduler.phases)
                 self.stats["rebased_plans"] += scheduler.rebases
                 self.stats["rebased_nodes"] += scheduler.rebased_nodes
-            return AckOutcome.ACK, "", planner.flush()
+            return Processed(AckOutcome.ACK, "", planner.flush(), planner.acked_by_leader)
         except StaleDelivery as exc:
             self.stats["nacks"] += 1
-            return AckOutcome.NACK, str(exc), ""
+            return Processed(AckOutcome.NACK, str(exc))
         except Exception as exc:  # a failed eval is nacked and redelivered, never lost
             log.exception("eval %s failed on %s", delivery.eval.id, self.worker_id)
             self.stats["nacks"] += 1
-            return AckOutcome.NACK, f"{type(exc).__name__}: {exc}", ""
+            return Processed(AckOutcome.NACK, f"{type(exc).__name__}: {exc}")

@@ -231,3 +231,39 @@ def test_an_eval_committed_meanwhile_cuts_the_loops_wait_for_acks_short(
         assert broker.reads.wakes >= 1
     finally:
         halt()
+
+
+def test_a_completing_plan_acks_its_delivery_at_the_leader_and_the_worker_sends_none(
+    client: redis.Redis, run_in_thread: Any
+) -> None:
+    """The plan that carries an eval's final status settles its delivery as it commits:
+    no ack crosses the acks stream, the token goes, and the room is the next eval's."""
+    from actors.worker.service import WorkerService
+    from contracts import DriverInfo, Node, NodeResources
+
+    leader, broker = new_leader(client, capacity=1)
+    node = Node(
+        "n1", "n1", drivers={"mock": DriverInfo()}, node_resources=NodeResources(4000, 4096)
+    ).with_computed_class()
+    assert leader.handle(LeaderRequest(RequestKind.UPSERT_NODES, request_id="n", nodes=(node,))).ok
+    first, _ = register(leader, "a")
+    second, _ = register(leader, "b")
+    broker.poll_once()
+    (d1,) = delivered(client)
+    halt = run_in_thread(leader)
+    worker = WorkerService("w1", client, NAMES)
+    worker.start()
+    try:
+        processed = worker.process(d1)
+    finally:
+        halt()
+    assert processed.outcome is AckOutcome.ACK and processed.acked_by_leader
+    assert processed.request_id == ""  # the final status went with the plan
+    assert broker.stats["acked"] == broker.stats["acked_on_commit"] == 1
+    assert client.xlen(NAMES.acks) == 0
+    final = leader.store.eval(d1.eval.id)
+    assert final is not None and final.status is EvalStatus.COMPLETE
+    broker.poll_once()  # the token goes; the freed room takes the other eval
+    d2 = delivered(client)[1]
+    assert {d1.eval.id, d2.eval.id} == {first, second}
+    assert tokens(client) == {d2.eval.id: d2.token}

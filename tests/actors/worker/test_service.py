@@ -276,12 +276,12 @@ def test_without_a_leader_answer_the_eval_is_nacked_with_the_reason(client: redi
     worker = WorkerService("w1", client, NAMES, wait_timeout_s=0.2, reply_timeout_s=0.5)
     worker.start()
 
-    outcome, reason, request_id = worker.process(EvalDelivery(evaluation, "t1", index))
+    outcome, reason, request_id, _ = worker.process(EvalDelivery(evaluation, "t1", index))
     assert (outcome, request_id) == (AckOutcome.NACK, "")
     assert reason.startswith("LeaderUnavailable: no PlanResponse")
 
     # A replica that cannot reach the delivery's wait index is no ground to schedule on.
-    outcome, reason, _ = worker.process(EvalDelivery(evaluation, "t2", index + 5))
+    outcome, reason, *_ = worker.process(EvalDelivery(evaluation, "t2", index + 5))
     assert outcome is AckOutcome.NACK and f"did not reach {index + 5}" in reason
     assert worker.stats["nacks"] == 2 and worker.stats["plans"] == 0
     assert leader.store.snapshot().allocs_by_job("default", "a") == []

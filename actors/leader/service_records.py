@@ -1,0 +1,42 @@
+"""The leader service's records: its counters, the feed it hands committed entries to (the
+eval broker it hosts), and the error of a staged commit the log refused."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from actors.state import StateReader
+from contracts.state_log import LogEntry
+
+
+@dataclass
+class LeaderStats:
+    term: int = 0
+    index: int = 0
+    plans: int = 0
+    partial_plans: int = 0
+    rejected_nodes: int = 0
+    stale_plans: int = 0
+    requests: int = 0
+    placed: int = 0  # new allocations committed by plans
+    commits: int = 0  # durable commits (a batch's staged requests share one)
+    held_plans: int = 0  # plans held back by `hold_plans` (a test failpoint)
+
+
+class CommitFeed(Protocol):
+    """What the leader hands every entry once it is durable and applied to its store: the
+    eval broker it hosts (actors/broker/service.py)."""
+
+    def reset(self) -> None: ...
+
+    def on_commit(self, entry: LogEntry, state: StateReader) -> None: ...
+
+    def complete(self, eval_id: str, token: str) -> bool:
+        """The delivery's eval was completed by its plan's commit: acked here, so that the
+        worker need not; False if that delivery is no longer outstanding."""
+        ...
+
+
+class StagedCommitLost(RuntimeError):
+    """Staged entries could not be made durable; the store was rebuilt from the log."""
