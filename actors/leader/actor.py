@@ -57,8 +57,11 @@ class LeaderActor(ServiceShell):
         )
 
     def broker_stats(self) -> dict[str, int]:
-        """The hosted broker's counters (delivered, acked, nacked, stale acks)."""
-        return dict(self.broker.stats)
+        """The hosted broker's counters (delivered, acked, of those acked on commit, nacked,
+        stale acks) and `unacked`: deliveries outstanding now."""
+        with self.broker.lock:
+            unacked = self.broker.broker.stats().total_unacked
+        return dict(self.broker.stats) | {"unacked": unacked}
 
     def write_snapshot(self) -> int:
         """Write a snapshot now and trim the log before its tail; returns its index."""

@@ -203,8 +203,9 @@ def test_concurrent_plans_collide_and_every_job_is_placed_or_blocked(
     assert placed == 200  # the pool is exactly full
     assert overcommitted(system) == []
 
-    # A worker acks an eval once the leader answered its final status, without waiting for
-    # it; the last one of each worker is acked while the worker idles.
+    # A delivery is settled by the commit of the plan that completed its eval (the leader's
+    # broker acks it), or else by its worker's ack once the leader answered the final status
+    # (the last one of each worker is acked while the worker idles): none stays outstanding.
     names = StreamNames()
 
     def answered() -> bool:
@@ -213,10 +214,14 @@ def test_concurrent_plans_collide_and_every_job_is_placed_or_blocked(
             for d in messages(store, names.deliveries, EvalDelivery)
             if d.eval.job_id in ids
         }
-        settled = {(a.eval_id, a.token) for a in messages(store, names.acks, EvalAck)}
-        return bool(delivered) and delivered <= settled
+        broker = ray.get(system.leader.broker_stats.remote())
+        return bool(delivered) and broker["unacked"] == 0
 
     wait_until(answered, timeout_s=30, what="every delivery acked or nacked")
+    broker = ray.get(system.leader.broker_stats.remote())
+    worker_acks = {(a.eval_id, a.token) for a in messages(store, names.acks, EvalAck)}
+    assert broker["acked_on_commit"] >= 1 and broker["acked"] >= broker["acked_on_commit"]
+    assert broker["acked"] - broker["acked_on_commit"] <= len(worker_acks)
 
 
 def test_bad_stream_messages_go_to_dead_letter_and_consumers_go_on(
