@@ -163,10 +163,21 @@ class BrokerService:
             self._writes += self.feed.apply(entry, state)
             if entry.trace and isinstance(entry.change, UpsertJob | UpsertEvals | UpsertAllocs):
                 self.tracing.on_entry(entry, entry.change.evals)
-        # Called per entry: the broker's stats are read only while the loop is blocked
-        # reading acks (a busy loop finds the work itself).
-        if self.reads.armed and self._work_waiting():
+        # Called per entry. Ready evals go out from the leader's thread after its commit
+        # (`deliver`); the loop is woken only for writes to send (and only while it is
+        # blocked reading acks: a busy loop finds the work itself).
+        if self.reads.armed and self._writes_waiting():
             self.reads.wake()
+
+    def deliver(self) -> int:
+        """Deliver what is ready, while there is room, on the caller's thread: the leader's,
+        right after its commits enqueued evals or freed room (`complete`), so that an eval
+        goes out without waiting for the loop to wake. Returns how many went out."""
+        with self.lock:
+            deliveries = self._dequeue_ready()
+        if deliveries:
+            self._publish(deliveries)
+        return len(deliveries)
 
     def complete(self, eval_id: str, token: str) -> bool:
         """The leader committed the plan that completed this delivery's eval (on the
@@ -181,10 +192,12 @@ class BrokerService:
             self.stats["acked"] += 1
             self.stats["acked_on_commit"] += 1
             self.tracing.settled(eval_id, True)
-            self._completed.append(eval_id)
-        if self.reads.armed:
-            self.reads.wake()  # room for the next delivery, and a token to delete
+            self._completed.append(eval_id)  # its token goes on the loop's next turn
         return True
+
+    def _writes_waiting(self) -> bool:
+        with self.lock:
+            return bool(self._writes) or self.broker.stats().total_failed > 0
 
     def _work_waiting(self) -> bool:
         """Writes to send, tokens to delete, or a ready eval and room to deliver it."""
@@ -219,7 +232,8 @@ class BrokerService:
             message = encode_message("EvalDelivery", delivery, trace)
             pipe.xadd(self.names.deliveries, message)  # type: ignore[arg-type]
         pipe.execute()
-        self.stats["delivered"] += len(deliveries)
+        with self.lock:  # the loop and the leader's thread both deliver
+            self.stats["delivered"] += len(deliveries)
 
     # -- acks ----------------------------------------------------------------------------------
 

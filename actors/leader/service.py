@@ -476,6 +476,8 @@ class LeaderService:
                         self._remember(entry)
                         self._feed(entry)
                     self.stats.index = outcome.index
+                if self.broker is not None:
+                    self.broker.deliver()
                 return outcome.index
             if outcome.reason.startswith("token:"):
                 return None
@@ -552,6 +554,8 @@ class LeaderService:
         self.stats.commits += 1
         for entry in staged:  # durable now: the broker may act on them
             self._feed(entry)
+        if self.broker is not None:
+            self.broker.deliver()
 
     def _feed(self, entry: LogEntry) -> None:
         if self.broker is not None:

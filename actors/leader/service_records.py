@@ -37,6 +37,10 @@ class CommitFeed(Protocol):
         worker need not; False if that delivery is no longer outstanding."""
         ...
 
+    def deliver(self) -> int:
+        """After commits: deliver what they made ready (or made room for) at once."""
+        ...
+
 
 class StagedCommitLost(RuntimeError):
     """Staged entries could not be made durable; the store was rebuilt from the log."""

@@ -84,10 +84,9 @@ def test_evals_from_the_log_go_out_up_to_capacity_each_with_its_token(
     client: redis.Redis,
 ) -> None:
     leader, broker = new_leader(client, capacity=1)
-    first, index = register(leader, "a")  # each commit feeds the broker
+    first, index = register(leader, "a")  # each commit feeds the broker, which delivers
     second, _ = register(leader, "b")
 
-    assert broker.poll_once()
     (d1,) = delivered(client)
     assert d1.eval.id in (first, second) and d1.eval.status is EvalStatus.PENDING
     assert d1.wait_index >= index
@@ -210,25 +209,26 @@ def test_the_running_broker_is_fed_each_commit_of_its_leader(client: redis.Redis
     assert not loop.is_alive()
 
 
-def blocked(client: redis.Redis, connection_id: int | None) -> bool:
+def blocked_read(client: redis.Redis, connection_id: int | None) -> bool:
     return connection_id is not None and any(
         int(c["id"]) == connection_id and "b" in c["flags"] for c in client.client_list()
     )
 
 
-def test_an_eval_committed_meanwhile_cuts_the_loops_wait_for_acks_short(
+def test_an_eval_committed_while_the_loop_waits_for_acks_goes_out_at_once(
     client: redis.Redis, run_in_thread: Any
 ) -> None:
-    """The loop blocks reading acks; an eval the leader's commit enqueues meanwhile wakes it.
-    The block is a minute long here: a delivery that waited it out misses the deadline."""
+    """The loop blocks reading acks; an eval the leader commits meanwhile is delivered from
+    the leader's thread right after the commit, without waking the loop. The block is a
+    minute long here: a delivery that waited for the loop misses the deadline."""
     leader, broker = new_leader(client, ack_block_ms=60_000)
     halt = run_in_thread(broker)
     try:
-        wait_for(lambda: blocked(client, broker.reads.connection_id))
+        wait_for(lambda: blocked_read(client, broker.reads.connection_id))
         eval_id, _ = register(leader, "woken")
         wait_for(lambda: len(delivered(client)) == 1, timeout_s=30)
         assert delivered(client)[0].eval.id == eval_id
-        assert broker.reads.wakes >= 1
+        assert broker.reads.wakes == 0  # the loop had no part in it
     finally:
         halt()
 
@@ -267,3 +267,41 @@ def test_a_completing_plan_acks_its_delivery_at_the_leader_and_the_worker_sends_
     d2 = delivered(client)[1]
     assert {d1.eval.id, d2.eval.id} == {first, second}
     assert tokens(client) == {d2.eval.id: d2.token}
+
+
+def test_a_write_the_feed_decides_wakes_the_loop_waiting_for_acks(
+    client: redis.Redis, run_in_thread: Any
+) -> None:
+    """Writes (here a blocked eval released by a node that became ready) are the loop's to
+    send: a commit that makes one wakes it, even a minute into its read of acks."""
+    from contracts import DriverInfo, Evaluation, Node, NodeResources
+
+    leader, broker = new_leader(client, ack_block_ms=60_000)
+    register(leader, "a")
+    blocked = Evaluation(
+        "blocked-1", job_id="a", status=EvalStatus.BLOCKED, escaped_computed_class=True
+    )
+    update = LeaderRequest(RequestKind.UPDATE_EVALS, request_id="block", evals=(blocked,))
+    assert leader.handle(update).ok
+    halt = run_in_thread(broker)
+    try:
+        wait_for(lambda: blocked_read(client, broker.reads.connection_id))
+        node = Node(
+            "n1", "n1", drivers={"mock": DriverInfo()}, node_resources=NodeResources(4000, 4096)
+        ).with_computed_class()
+        nodes = LeaderRequest(RequestKind.UPSERT_NODES, request_id="n", nodes=(node,))
+        assert leader.handle(nodes).ok
+
+        def released() -> bool:
+            for _id, fields in client.xrange(NAMES.requests):
+                _type, message, _trace = decode_message(fields, registry_of(LeaderRequest))
+                if isinstance(message, LeaderRequest) and any(
+                    e.id == "blocked-1" and e.status is EvalStatus.PENDING for e in message.evals
+                ):
+                    return True
+            return False
+
+        wait_for(released, timeout_s=30)
+        assert broker.reads.wakes >= 1
+    finally:
+        halt()
