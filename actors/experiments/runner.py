@@ -204,7 +204,13 @@ def ray_session(address: str | None, num_cpus: int | None) -> Iterator[int]:
         if address:
             kwargs["address"] = address
         else:
-            kwargs.update(num_cpus=num_cpus or os.cpu_count() or 1, include_dashboard=False)
+            # "local": a new local Ray. Without an address Ray attaches to a cluster already
+            # running on the machine, and refuses num_cpus for it.
+            kwargs.update(
+                address="local",
+                num_cpus=num_cpus or os.cpu_count() or 1,
+                include_dashboard=False,
+            )
         ray.init(**kwargs)
         started = True
     try:

@@ -28,6 +28,7 @@ def node_id() -> Iterator[str]:
     if ray.is_initialized():
         ray.shutdown()
     ray.init(
+        address="local",  # our own: never a cluster another process left running
         num_cpus=2,
         include_dashboard=False,
         log_to_driver=False,
