@@ -5,16 +5,17 @@ system whose bounded stop with that failing collector it tests.)
 
 The actors export JSON lines into the data directory (the default without an OTLP endpoint);
 the test reads them back after asking every actor to flush. Plans are made to collide with the
-leader's plan hold (a failpoint), not by waiting for chance collisions. Each test starts its
-own system, so they pass alone and in any order.
+leader's plan hold (a failpoint), not by waiting for chance collisions. The two tests read
+what one system showed (a module fixture runs it once), so they pass alone and in any order.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 import ray
@@ -31,7 +32,7 @@ from observability.waterfall import find_trace_for_eval
 T = TypeVar("T")
 
 
-def crowd_job(job_id: str, count: int = 120) -> Job:
+def crowd_job(job_id: str, count: int = 120, datacenter: str = "dc1") -> Job:
     task = Task(
         name="t",
         driver="mock",
@@ -41,7 +42,7 @@ def crowd_job(job_id: str, count: int = 120) -> Job:
     return Job(
         id=job_id,
         name=job_id,
-        datacenters=("dc1",),
+        datacenters=(datacenter,),
         task_groups=(TaskGroup("g", count, tasks=(task,)),),
     )
 
@@ -110,28 +111,62 @@ def spans_once_finished(
     return wait_until(finished, "every evaluation's last spans")
 
 
-@pytest.fixture
-def crowded(tmp_path: Path) -> Iterator[tuple[DroverSystem, Path]]:
-    data_dir = tmp_path / "traced"
+@dataclass
+class Traced:
+    """What the module's system showed, for its two tests."""
+
+    data_dir: Path
+    jobs: list[str]
+    evals: list[Evaluation]
+    stats: dict[str, Any]
+    spans: list[SpanRecord]  # every actor's, once every evaluation's last ones were in
+    placing: set[str]  # the evaluations that placed allocations
+    flushed_eval_id: str  # of the job run after the last flush, just before the stop
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory: pytest.TempPathFactory) -> Traced:
+    """One system for both tests (a start costs seconds), run once: two crowd jobs collide
+    on the crowd fleet (dc1) and every actor's spans are flushed and read back; then one job
+    runs on the other fleet (dc2, out of the crowd's way) and the system is stopped at once,
+    with no flush asked for after that job: its spans reach the files only if stop flushes
+    them."""
+    data_dir = tmp_path_factory.mktemp("tracing") / "traced"
     config = SystemConfig(
         data_dir=data_dir,
         workers=2,
         num_cpus=2,
-        fleets=[FleetSpec("crowd", 20, 4000, 8192, disk_mb=10_000)],
+        fleets=[
+            FleetSpec("crowd", 20, 4000, 8192, disk_mb=10_000),
+            FleetSpec("few", 2, 4000, 8192, datacenter="dc2"),
+        ],
     )
     with DroverSystem(config) as system:
-        yield system, data_dir
+        client = system.client()
+        jobs, evals = collide(system)
+        stats = client.leader_stats()
+        spans = spans_once_finished(system, data_dir / "telemetry", evals)
+        placing = {
+            a.eval_id
+            for job_id in jobs
+            for a in ray.get(system.leader.allocs_by_job.remote("default", job_id))
+        }
+        flushed = client.run_job(crowd_job("flushed", count=1, datacenter="dc2")).eval_id
+        client.wait_for_allocs("flushed", count=1, status="running")
+    return Traced(data_dir, jobs, evals, stats, spans, placing, flushed)
 
 
 def test_one_trace_per_eval_crosses_every_actor_and_conflicts_are_attributed(
-    crowded: tuple[DroverSystem, Path], monkeypatch: pytest.MonkeyPatch, capsys
+    traced: Traced, monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
-    system, data_dir = crowded
-    client = system.client()
-    jobs, evals = collide(system)
-    stats = client.leader_stats()
+    data_dir, jobs, evals, stats, spans = (
+        traced.data_dir,
+        traced.jobs,
+        traced.evals,
+        traced.stats,
+        traced.spans,
+    )
     assert stats["held_plans"] == 2 and stats["partial_plans"] >= 1, stats
-    spans = spans_once_finished(system, data_dir / "telemetry", evals)
 
     for ev in evals:
         if ev.status is not EvalStatus.COMPLETE:
@@ -147,8 +182,7 @@ def test_one_trace_per_eval_crosses_every_actor_and_conflicts_are_attributed(
         } <= names
         services = {s.service_name for s in trace}
         assert {"drover-leader", "drover-broker", "drover-worker"} <= services
-        allocs = ray.get(system.leader.allocs_by_job.remote("default", ev.job_id))
-        if any(a.eval_id == ev.id for a in allocs):  # it placed: plan, apply, start
+        if ev.id in traced.placing:  # it placed: plan, apply, start
             assert {c.SPAN_PLAN_SUBMIT, c.SPAN_PLAN_APPLY, c.SPAN_ALLOC_START} <= names
             assert "drover-agent" in services
         by_id = {s.span_id: s for s in trace}
@@ -212,14 +246,8 @@ def test_one_trace_per_eval_crosses_every_actor_and_conflicts_are_attributed(
     assert c.SPAN_EVAL_SCHEDULE in capsys.readouterr().out
 
 
-def test_spans_are_flushed_on_clean_shutdown(tmp_path: Path) -> None:
-    config = SystemConfig(
-        data_dir=tmp_path, workers=1, num_cpus=2, fleets=[FleetSpec("few", 2, 4000, 8192)]
-    )
-    with DroverSystem(config) as system:
-        client = system.client()
-        eval_id = client.run_job(crowd_job("flushed", count=1)).eval_id
-        client.wait_for_allocs("flushed", count=1, status="running")
-    # No flush was asked: the batch processors' delay (5 s) had not passed; shutdown did it.
-    trace = find_trace_for_eval(load_spans(tmp_path / "telemetry"), eval_id)
+def test_spans_are_flushed_on_clean_shutdown(traced: Traced) -> None:
+    # No flush was asked after the job ran: the batch processors' delay (5 s) had not
+    # passed; shutdown did it.
+    trace = find_trace_for_eval(load_spans(traced.data_dir / "telemetry"), traced.flushed_eval_id)
     assert {c.SPAN_EVAL_ENQUEUE, c.SPAN_EVAL_SCHEDULE, c.SPAN_PLAN_APPLY} <= {s.name for s in trace}
