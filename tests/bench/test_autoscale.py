@@ -97,8 +97,10 @@ def test_reversals_and_percentiles() -> None:
 
 
 def test_a_tiny_run_closes_the_loop_and_prints_every_figure() -> None:
+    # 6 s levels: a crossing's scaling lands well under a second after it (decision and
+    # running p99 about 0.6 s here), and the cooldown (3 s) still ends within its level.
     args = autoscale.parse_args(
-        ["--crossings", "4", "--jobs", "2", "--level-s", "8", "--noise-evaluations", "8"]
+        ["--crossings", "4", "--jobs", "2", "--level-s", "6", "--noise-evaluations", "8"]
     )
     line = autoscale.run(args)
     assert [f for f in FIGURES if f not in line] == []
