@@ -143,6 +143,9 @@ class ApiHttpServer:
         self._server = await asyncio.start_server(
             self._connection,
             sock=self._sock,
+            # asyncio listens on the socket again, with its own backlog (100 unless told):
+            # past 100 pending connections, SYNs were dropped and clients waited 1 s to retry.
+            backlog=LISTEN_BACKLOG,
             ssl=self.ssl_context,
             ssl_handshake_timeout=self.idle_timeout_s if self.ssl_context else None,
             limit=HEADER_LIMIT,

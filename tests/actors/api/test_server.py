@@ -8,6 +8,7 @@ import re
 import shutil
 import socket
 import ssl
+import struct
 import subprocess
 import time
 import urllib.request
@@ -135,6 +136,21 @@ def test_thousands_of_slow_clients_leave_a_normal_request_fast() -> None:
     finally:
         for conn in held:
             conn.close()
+        server.stop()
+
+
+def test_the_listen_backlog_is_the_one_documented() -> None:
+    """1,024 pending connections, as the server's docstring says. asyncio listens on the
+    given socket again with its own backlog, 100 unless told: a burst of more new clients
+    than that had SYNs dropped, and each such client waited a second to try again."""
+    server = ApiHttpServer("127.0.0.1:0", cast(Api, Echo())).start()
+    try:
+        listening = server._sock
+        info = listening.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+        # Linux's tcp_info of a listening socket: tcpi_state (byte 0) is TCP_LISTEN (10),
+        # tcpi_sacked (bytes 28-31) its backlog, as `ss -l` reads it.
+        assert (info[0], struct.unpack_from("I", info, 28)[0]) == (10, 1024)
+    finally:
         server.stop()
 
 
