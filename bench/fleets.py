@@ -25,6 +25,7 @@ import psutil
 from launch.system import DroverSystem, SystemConfig
 
 MB = 1024 * 1024
+SETTLE_S = 3.0  # let registrations, log followers and GC come to rest before measuring
 
 
 def drover_processes() -> list[psutil.Process]:
@@ -60,11 +61,13 @@ def declare(base: str, i: int, instances: int) -> None:
     call(base, "POST", "/v1/fleets", {"Fleet": fleet})
 
 
-def settle() -> None:
-    time.sleep(3.0)  # let registrations, log followers and GC come to rest
+def run(fleets: int, instances: int, settle_s: float = SETTLE_S) -> dict[str, Any]:
+    """`settle_s`: the rest before each measurement (shorter for a quick check: the count of
+    processes is stable at once, the memory figures less so)."""
 
+    def settle() -> None:
+        time.sleep(settle_s)
 
-def run(fleets: int, instances: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as data_dir:
         config = SystemConfig(
             data_dir=Path(data_dir), workers=1, num_cpus=2, http_addr="127.0.0.1:0"
