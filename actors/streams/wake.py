@@ -39,8 +39,10 @@ class WakeableReads:
         )
         connection = self.client.connection
         assert connection is not None
-        # A reconnect (Redis restarted) gives the connection a new id: fetch it again.
-        connection.register_connect_callback(self._forget_id)  # type: ignore[no-untyped-call]
+        # A reconnect (Redis restarted) gives the connection a new id: read it as the
+        # connection is made, before the command that reconnected it is sent. That command
+        # is often the loop's blocking read itself, which a wake could not end otherwise.
+        connection.register_connect_callback(self._on_connect)  # type: ignore[no-untyped-call]
         self._id: int | None = None
         self._lock = threading.Lock()
         self._armed = False
@@ -96,5 +98,9 @@ class WakeableReads:
     def close(self) -> None:
         self.client.close()
 
-    def _forget_id(self, _connection: object) -> None:
-        self._id = None
+    def _on_connect(self, connection: redis.connection.AbstractConnection) -> None:
+        try:
+            connection.send_command("CLIENT", "ID")  # type: ignore[no-untyped-call]
+            self._id = int(connection.read_response())
+        except (redis.RedisError, OSError, TypeError, ValueError):
+            self._id = None  # the next arm() asks again

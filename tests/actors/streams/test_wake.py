@@ -79,6 +79,34 @@ def test_after_a_reconnect_the_new_connection_is_the_one_woken(
     reads.close()
 
 
+def test_a_read_that_reconnects_as_it_blocks_is_woken_too(
+    client: redis.Redis, blocked_in: Callable[[str], int]
+) -> None:
+    """A loop's next read after Redis came back reconnects as it is sent, after arm() (the
+    id it knew is the gone connection's): the new id is read as the connection is made, so
+    that this read can be woken too, not only the ones after it."""
+    reads = WakeableReads(client)
+    reads.arm()
+    first = reads.client.client_id()
+    reads.disarm()
+    client.client_kill_filter(_id=first)  # as when Redis restarts: the connection is gone
+    reads.arm()
+    try:
+        reads.client.xread({"s": "$"}, block=MINUTE_MS)
+    except redis.ConnectionError:
+        pass  # no built-in retry: the loop reads again, which reconnects
+    finally:
+        reads.disarm()
+    thread, result = blocking_read(reads, "s")
+    blocked = blocked_in("xread")
+    assert blocked != first and blocked == reads.connection_id
+    reads.wake()
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the read that reconnected was not woken"
+    assert result == [[]]
+    reads.close()
+
+
 def test_work_published_meanwhile_is_still_read(client: redis.Redis) -> None:
     """A wake never loses an entry: one added before the read blocks is returned by it."""
     reads = WakeableReads(client)
