@@ -49,7 +49,7 @@ def config(gcs_address: str) -> dict[str, Any]:
         },
         "head_node_type": "ray.head.default",
         "upscaling_speed": 1.0,
-        "idle_timeout_minutes": 0.1,
+        "idle_timeout_minutes": 0.05,
         **{key: {} for key in ("auth", "docker", "file_mounts")},
         **{
             key: []
