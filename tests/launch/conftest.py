@@ -33,8 +33,8 @@ def ray_cluster(
     if ray.is_initialized():  # left by another module: this one joins its own cluster
         ray.shutdown()
     cluster = Cluster(initialize_head=True, head_node_args=head)
-    for worker in workers:
-        cluster.add_node(**worker)
+    for worker in workers:  # started together, then waited for at once
+        cluster.add_node(wait=False, **worker)
     cluster.wait_for_nodes()
     ray.init(
         address=cluster.address,
