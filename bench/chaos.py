@@ -380,9 +380,18 @@ def check_state(redis_url: str, names: StreamNames, expected: dict[str, int]) ->
 
 
 def settle(check: Callable[[], dict[str, Any]], seconds: float) -> tuple[dict[str, Any], float]:
+    """Check until the state is right or `seconds` pass. A Redis the last kill took down is
+    being started again by the agent's watchdog: a check that cannot reach it (or finds it
+    still loading its AOF) is tried again, until the deadline, as the actors retry."""
     started = time.monotonic()
     while True:
-        result = check()
+        try:
+            result = check()
+        except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError):
+            if time.monotonic() - started > seconds:
+                raise
+            time.sleep(1.0)
+            continue
         done = result["jobs_at_count"] == result["jobs_total"] and not result["non_terminal_evals"]
         if done or time.monotonic() - started > seconds:
             return result, time.monotonic() - started
