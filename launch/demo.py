@@ -27,7 +27,7 @@ import yaml
 
 from actors.api.core.shapes import job_to_nomad
 from contracts.jobspec import parse_job_file
-from launch.cli.client import ApiClient
+from launch.cli.client import ApiClient, segment
 from launch.cli.output import table
 from launch.cli.scaling import explain_decision
 from launch.system import DroverSystem, SystemConfig
@@ -253,7 +253,8 @@ def _running(api: ApiClient, job_id: str) -> int:
 def _print_status(api: ApiClient) -> None:
     rows = []
     for job in api.get("/v1/jobs"):
-        allocs = api.get(f"/v1/job/{job['ID']}/allocations")
+        # Escaped: a periodic job's children are named <job>/periodic-<launch time>.
+        allocs = api.get(f"/v1/job/{segment(job['ID'])}/allocations")
         live = [a for a in allocs if a["DesiredStatus"] == "run"]
         running = sum(1 for a in live if a["ClientStatus"] == "running")
         rows.append((job["ID"], job["Type"], job["Status"], len(live), running, job["Version"]))

@@ -9,11 +9,13 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 import psutil
 import pytest
 
 from launch import demo as demo_module
+from launch.cli.client import ApiClient
 from launch.demo import run_demo
 from launch.system import DroverSystem
 
@@ -161,3 +163,24 @@ def test_the_autoscaler_scales_the_spiking_service_up_then_back_down(output: str
     assert [e[2] for e in events[-2:]] == ["up", "down"], events
     assert re.search(r"scale  count \d+ -> 2 .*\n  +reason: scaling down because factor", output)
     assert 'check "cpu" (target-value): avg_cpu-allocated = ' in output
+
+
+def test_the_status_table_reads_a_periodic_jobs_child(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A run that spans a quarter hour has examples/periodic.nomad's child in the job list
+    (report/periodic-<launch time>): its allocations are read with the ID escaped, as the
+    API wants it (the demo stopped on a 404 there)."""
+    child = "report/periodic-1795784400"
+
+    class Api:
+        def get(self, path: str) -> Any:
+            if path == "/v1/jobs":
+                return [{"ID": child, "Type": "batch", "Status": "running", "Version": 0}]
+            assert path == "/v1/job/report%2Fperiodic-1795784400/allocations", path
+            return [{"DesiredStatus": "run", "ClientStatus": "running"}]
+
+    demo_module._print_status(cast(ApiClient, Api()))
+    assert re.search(
+        rf"^{re.escape(child)}\s+batch\s+running\s+1\s+1\s+0$", capsys.readouterr().out, re.M
+    )
