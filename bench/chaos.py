@@ -116,7 +116,10 @@ class Agent:
         deadline = time.monotonic() + START_TIMEOUT_S
         while not self.ready():
             if self.process.poll() is not None:
-                raise RuntimeError(f"drover agent exited with {self.process.returncode}")
+                tail = self.log_path.read_bytes()[-2000:].decode(errors="replace")
+                raise RuntimeError(
+                    f"drover agent exited with {self.process.returncode}; its log ends:\n{tail}"
+                )
             if time.monotonic() > deadline:
                 raise RuntimeError(f"drover agent did not serve within {START_TIMEOUT_S} s")
             time.sleep(0.5)
