@@ -38,7 +38,6 @@ from __future__ import annotations
 import importlib
 import os
 import re
-import signal
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +48,7 @@ from ray.exceptions import RayTaskError, TaskUnschedulableError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.agent.core.drivers import DriverError, TaskHandle, TaskState, TaskStatus
+from actors.agent.core.drivers.base import send_signal
 from actors.agent.core.usage import ProcessTreeSampler
 from contracts import Task
 
@@ -233,14 +233,7 @@ class RayDriver:
             raise DriverError("Task not running")
         if handle.ray_node != self.node_id:
             raise DriverError(f"the task runs on Ray node {handle.ray_node}, not this agent's")
-        try:
-            os.kill(handle.pid, signal.Signals[signal_name])
-        except KeyError:
-            raise DriverError(f"signal {signal_name} does not exist on this system") from None
-        except ProcessLookupError:
-            raise DriverError("Task not running") from None
-        except OSError as exc:
-            raise DriverError(f"failed to send {signal_name}: {exc.strerror or exc}") from None
+        send_signal(handle.pid, signal_name)
 
     def collect(self, alloc_id: str) -> None:
         """Ray keeps the task's files (its working_dir) in its own session folders."""

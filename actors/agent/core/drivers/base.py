@@ -8,6 +8,8 @@ driver turns the `now` it is given into state changes; the clock belongs to the 
 
 from __future__ import annotations
 
+import os
+import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -19,6 +21,19 @@ from contracts import Task
 
 class DriverError(Exception):
     """A task could not be started; the message becomes the allocation's description."""
+
+
+def send_signal(pid: int, signal_name: str) -> None:
+    """Send a task's process the signal named as Nomad names it (SIGUSR1); DriverError,
+    in Nomad's words, if the name is unknown here or the process is gone."""
+    try:
+        os.kill(pid, signal.Signals[signal_name])
+    except KeyError:
+        raise DriverError(f"signal {signal_name} does not exist on this system") from None
+    except ProcessLookupError:
+        raise DriverError("Task not running") from None
+    except OSError as exc:
+        raise DriverError(f"failed to send {signal_name}: {exc.strerror or exc}") from None
 
 
 class TaskState(StrEnum):

@@ -30,7 +30,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from actors.agent.core.drivers.base import RUNNING, DriverError, TaskHandle, TaskStatus, exit_status
+from actors.agent.core.drivers.base import (
+    RUNNING,
+    DriverError,
+    TaskHandle,
+    TaskStatus,
+    exit_status,
+    send_signal,
+)
 from actors.agent.core.usage import ProcessTreeSampler
 from contracts import Task
 
@@ -163,14 +170,7 @@ class RawExecDriver:
         assert isinstance(handle, RawExecHandle) and handle.process is not None
         if handle.process.poll() is not None:
             raise DriverError("Task not running")
-        try:
-            os.kill(handle.process.pid, signal.Signals[signal_name])
-        except KeyError:
-            raise DriverError(f"signal {signal_name} does not exist on this system") from None
-        except ProcessLookupError:
-            raise DriverError("Task not running") from None
-        except OSError as exc:
-            raise DriverError(f"failed to send {signal_name}: {exc.strerror or exc}") from None
+        send_signal(handle.process.pid, signal_name)
 
     def collect(self, alloc_id: str) -> None:
         """Remove the allocation's folder (its tasks' folders and logs)."""
