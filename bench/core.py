@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from actors.leader.core.inprocess_planner import InProcessPlanner
-from actors.process_settings import GC_THRESHOLDS, after_state_applied, paced_heap, tune_gc
+from actors.process_settings import GC_THRESHOLDS, after_state_applied, paced_heap, tune_process
 from actors.state import StateStore
 from actors.worker.core.scheduler import new_scheduler
 from contracts import (
@@ -157,7 +157,7 @@ def schedule_all(store: StateStore, eval_ids: list[str]) -> InProcessPlanner:
 
 
 def run(nodes: int, jobs: int, count: int, seed: int = 7) -> dict[str, Any]:
-    tune_gc()  # as every drover process does (actors/process_settings.py)
+    tune_process()  # as every drover process does (actors/process_settings.py)
     store = StateStore()
     evals = register_workload(store, nodes, jobs, count, seed)
     with paced_heap() as heap:  # as every actor does once its state is loaded

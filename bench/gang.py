@@ -62,7 +62,7 @@ from typing import Any
 import orjson
 
 from actors.leader.core.inprocess_planner import InProcessPlanner
-from actors.process_settings import tune_gc
+from actors.process_settings import tune_process
 from actors.state import StateStore
 from actors.worker.core.scheduler import new_scheduler
 from actors.worker.core.scheduler.generic import GenericScheduler
@@ -465,7 +465,7 @@ def check_invariants(sim: Simulation) -> None:
 
 
 def simulate(config: Config, policy_name: str) -> dict[str, Any]:
-    tune_gc()  # as every drover process does (actors/process_settings.py)
+    tune_process()  # as every drover process does (actors/process_settings.py)
     return Simulation(config, POLICIES[policy_name]).run()
 
 

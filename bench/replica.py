@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from actors.process_settings import after_state_applied, paced_heap, tune_gc
+from actors.process_settings import after_state_applied, paced_heap, tune_process
 from actors.state import StateStore
 from actors.state.job_scoped import JobScopedStore
 from bench.core import register_workload, schedule_all
@@ -121,7 +121,7 @@ def replay(raw_entries: list[bytes], store: StateStore | None = None) -> dict[st
 
 
 def run(nodes: int, jobs: int, count: int, repeat: int) -> dict[str, Any]:
-    tune_gc()
+    tune_process()
     raw = record_log(nodes, jobs, count)
     fallbacks_before = sum(fast_path_fallbacks().values())
     # Replayed under the actors' heap policy: applied records are frozen out of the

@@ -34,7 +34,7 @@ import orjson
 from actors.leader.durable_log import DurableLog
 from actors.leader.service import LeaderService
 from actors.leader.snapshots import SnapshotPolicy
-from actors.process_settings import tune_gc
+from actors.process_settings import tune_process
 from actors.runtime.replica import LogReplica
 from actors.state.job_scoped import JobScopedStore
 from actors.streams.client import connect
@@ -123,7 +123,7 @@ def _used_memory(client: Any) -> int:
 
 
 def run(nodes: int, jobs: int, count: int, keep_tail: int, reports: int = 1) -> dict[str, Any]:
-    tune_gc()
+    tune_process()
     t0 = time.perf_counter()
     entries = record(nodes, jobs, count, reports)
     record_s = time.perf_counter() - t0

@@ -103,6 +103,9 @@ class SystemConfig:
     # OpenTelemetry: OTLP when OTEL_EXPORTER_OTLP_* is set, else JSON lines in
     # <data_dir>/telemetry/ (read by `drover trace conflicts` / `drover trace show`).
     tracing: bool = True
+    # Small evals scheduled by the leader itself while every worker is idle (Nomad's leader
+    # schedules too): actors/leader/local_scheduling.py.
+    leader_schedules: bool = True
     autoscaler: bool = True  # the autoscaler actor: job groups' scaling policies evaluated
     autoscaler_policy_dir: Path | None = None  # policy files (*.hcl) it loads at start
     # The Prometheus server that checks with `source = "prometheus"` query (http://host:port).
@@ -190,6 +193,7 @@ class DroverSystem:
                 snapshot_policy=config.snapshot_policy,
                 broker_capacity=DELIVERIES_PER_WORKER * workers,
                 nack_timeout_s=config.nack_timeout_s,
+                local_scheduling=config.leader_schedules,
                 **telemetry,
             )
         )

@@ -40,7 +40,7 @@ from actors.agent.core.cluster import cluster_env, cluster_info
 from actors.agent.core.commands import run_command
 from actors.agent.core.retire import Retirement
 from actors.agent.core.usage import node_mhz_per_core, usage_samples
-from actors.process_settings import tune_gc, when_idle
+from actors.process_settings import tune_process, when_idle
 from actors.runtime.reconnect import UNREACHABLE, Reconnecting
 from actors.runtime.replica import LogReplica
 from actors.state import StateStore
@@ -95,7 +95,7 @@ class AgentService:
     ) -> None:
         """`usage_interval_s`: how often usage is published (0: never); `mhz_per_cpu`: a
         core's MHz where a node does not say (`cpu_percent` is of one core)."""
-        tune_gc()
+        tune_process()
         # Files the agent hands its tasks (a run's MPI hostfile).
         self.work_dir = work_dir or Path(tempfile.gettempdir()) / "drover" / agent_id
         self.agent_id = agent_id

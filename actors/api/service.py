@@ -27,6 +27,7 @@ from actors.api.core import ApiError
 from actors.api.core.acl import AclService, Issued
 from actors.api.core.event_broker import EventBroker
 from actors.api.core.events import EventSource, EventTranslator
+from actors.process_settings import tune_process
 from actors.runtime.replica import LogReplica
 from actors.state import StateReader
 from actors.streams.envelope import BadMessage, decode_envelope
@@ -78,6 +79,7 @@ class ApiService:
         autoscaler: AutoscalerView | None = None,
         job_limits: JobLimits = DEFAULT_LIMITS,
     ) -> None:
+        tune_process()  # as every actor: the API's threads hand the GIL over quickly too
         self.client = client
         self.job_limits = job_limits
         self.names = names

@@ -53,7 +53,7 @@ from actors.autoscaler.persist import FleetScalings, RedisPolicyStore
 from actors.autoscaler.scaler import Scaler
 from actors.autoscaler.sources import PrometheusSource
 from actors.autoscaler.tracing import AutoscalerTracing
-from actors.process_settings import tune_gc
+from actors.process_settings import tune_process
 from actors.runtime.reconnect import UNREACHABLE, Reconnecting
 from actors.runtime.replica import LogReplica
 from actors.state import StateReader, StateStore
@@ -102,7 +102,7 @@ class AutoscalerService:
     ) -> None:
         """`prometheus`: where checks with `source = "prometheus"` are answered (Nomad's
         `apm "prometheus" { address }`); None refuses them (their `on_error` applies)."""
-        tune_gc()
+        tune_process()
         self.prometheus = prometheus
         self.client = client
         self.names = names

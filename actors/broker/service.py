@@ -76,6 +76,7 @@ class BrokerService:
             "delivered": 0,
             "acked": 0,
             "acked_on_commit": 0,  # of those, by the leader as it committed the plan
+            "delivered_local": 0,  # to the leader itself (local_scheduling.py)
             "nacked": 0,
             "stale_acks": 0,
         }
@@ -194,6 +195,48 @@ class BrokerService:
             self.tracing.settled(eval_id, True)
             self._completed.append(eval_id)  # its token goes on the loop's next turn
         return True
+
+    # -- evaluations the leader schedules itself (actors/leader/local_scheduling.py) ----------
+
+    def idle(self) -> bool:
+        """No delivery outstanding: every worker waits."""
+        with self.lock:
+            return self.broker.stats().total_unacked == 0
+
+    def take_local(self, types: tuple[str, ...]) -> tuple[EvalDelivery, dict[str, str]] | None:
+        """A ready eval of `types` delivered to the leader, only while no delivery is
+        outstanding; its token is written as any delivery's is (the commit script fences
+        the plans and the final status on it)."""
+        with self.lock:
+            if self.broker.stats().total_unacked > 0:
+                return None
+            taken = self.broker.dequeue(list(types))
+            if taken is None:
+                return None
+            delivery = EvalDelivery(taken.eval, taken.token, taken.wait_index)
+            trace = self.tracing.delivery_trace(delivery, self._delivery_count(delivery))
+            self.stats["delivered_local"] += 1
+        self.client.hset(self.names.tokens_key, delivery.eval.id, delivery.token)
+        return delivery, trace
+
+    def hand_to_workers(self, delivery: EvalDelivery) -> None:
+        """A delivery the leader took but leaves to the workers: sent to them as is."""
+        self._publish([delivery])
+
+    def settle_local(self, eval_id: str, token: str, ok: bool, reason: str = "") -> None:
+        """Ack (or nack, with the reason) a delivery the leader scheduled."""
+        with self.lock:
+            try:
+                if ok:
+                    self.broker.ack(eval_id, token)
+                    self.stats["acked"] += 1
+                    self._completed.append(eval_id)  # its token goes on the loop's next turn
+                else:
+                    self.broker.nack(eval_id, token, reason)
+                    self.stats["nacked"] += 1
+                self.tracing.settled(eval_id, ok)
+            except (NotOutstandingError, EvalBrokerError):
+                self.stats["stale_acks"] += 1
 
     def _writes_waiting(self) -> bool:
         with self.lock:

@@ -30,8 +30,10 @@ class LeaderActor(ServiceShell):
         broker_capacity: int = 2,
         nack_timeout_s: float = 60.0,
         delivery_limit: int = 3,
+        local_scheduling: bool = True,
     ) -> None:
-        """broker_capacity: deliveries in flight at once (DELIVERIES_PER_WORKER per worker)."""
+        """broker_capacity: deliveries in flight at once (DELIVERIES_PER_WORKER per worker);
+        local_scheduling: small evals scheduled here while every worker is idle."""
         self.telemetry = actor_telemetry("leader", "leader", telemetry_dir, tracing)
         broker_telemetry = actor_telemetry("broker", "broker", telemetry_dir, tracing)
         self.companion_telemetry = {"broker": broker_telemetry}
@@ -52,6 +54,7 @@ class LeaderActor(ServiceShell):
                 telemetry=self.telemetry,
                 snapshot_policy=snapshot_policy,
                 broker=self.broker,
+                local_scheduling=local_scheduling,
             ),
             self.broker,
         )

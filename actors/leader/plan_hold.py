@@ -14,14 +14,21 @@ Not for production use.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
+import redis
+
 from actors.leader.core.plan_queue import PlanQueue
+from actors.leader.durable_log import NotLeaderError
+from actors.leader.service_records import LeaderStats
 from contracts import Plan
-from contracts.messages import PlanSubmission
+from contracts.messages import PlanResponse, PlanSubmission
+
+log = logging.getLogger(__name__)
 
 HeldPlan = tuple[PlanSubmission, Mapping[str, str]]  # the submission and its trace context
 
@@ -49,6 +56,11 @@ class PlanHold:
     def __init__(self) -> None:
         self._hold: _Hold | None = None
         self._lock = threading.Lock()
+
+    def armed(self) -> bool:
+        """A hold is started and not yet applied (plans must reach it, not bypass it)."""
+        with self._lock:
+            return self._hold is not None
 
     def start(self, count: int, timeout_s: float, job_ids: Collection[str] = ()) -> None:
         if count < 1 or timeout_s <= 0:
@@ -96,3 +108,46 @@ class PlanHold:
         while (item := plans.pop()) is not None:
             ordered.append(item[1])
         return ordered
+
+
+class PlanHoldMethods:
+    """The leader service's side of the failpoint (a mixin of LeaderService): its loop
+    holds plans in `_hold_plan` and applies them in `_apply_held_if_due`."""
+
+    plan_hold: PlanHold
+    stats: LeaderStats
+
+    def _apply_plan(
+        self, submission: PlanSubmission, trace: Mapping[str, str] | None = None
+    ) -> PlanResponse:
+        raise NotImplementedError
+
+    def hold_plans(self, count: int, timeout_s: float, job_ids: Collection[str] = ()) -> None:
+        """Hold the next `count` plans (of `job_ids`, if given), then apply them together in
+        plan-queue order, so that they collide (see plan_hold.py). Not for production use."""
+        self.plan_hold.start(count, timeout_s, job_ids)
+
+    def release_plans(self) -> int:
+        return self.plan_hold.release()
+
+    def held_plans(self) -> list[PlanSubmission]:
+        return self.plan_hold.held()
+
+    def _hold_plan(self, submission: PlanSubmission, trace: Mapping[str, str]) -> bool:
+        if not self.plan_hold.take(submission, trace):
+            return False
+        self.stats.held_plans += 1
+        return True
+
+    def _apply_held_if_due(self) -> int:
+        held = self.plan_hold.due()
+        if held is None:
+            return 0
+        for submission, trace in held:
+            try:
+                self._apply_plan(submission, trace)
+            except (NotLeaderError, redis.ConnectionError):
+                raise
+            except Exception:  # as if its answer were lost: the worker times out and nacks
+                log.exception("held plan of eval %s failed", submission.plan.eval_id)
+        return len(held)

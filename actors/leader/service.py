@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 
 import redis
@@ -33,11 +33,12 @@ from actors.leader.core.leader import Decision, LeaderCore, plan_completes_eval
 from actors.leader.core.plan_queue import PlanQueue
 from actors.leader.core.repeated_requests import repeated_answer
 from actors.leader.durable_log import DurableLog, Fence, NotLeaderError
-from actors.leader.plan_hold import PlanHold
+from actors.leader.local_scheduling import LocalDeliveries, LocalScheduling
+from actors.leader.plan_hold import PlanHold, PlanHoldMethods
 from actors.leader.service_records import CommitFeed, LeaderStats, StagedCommitLost
 from actors.leader.snapshots import SnapshotPolicy, SnapshotWriter
 from actors.leader.tracing import LeaderTracing
-from actors.process_settings import after_state_applied, tune_gc, when_idle
+from actors.process_settings import after_state_applied, tune_process, when_idle
 from actors.runtime.reconnect import UNREACHABLE, Reconnecting
 from actors.runtime.snapshots import SnapshotStore, load_latest
 from actors.state import StateSnapshot, StateStore
@@ -45,6 +46,7 @@ from actors.streams import GroupConsumer, StreamBus
 from actors.streams.envelope import registry_of
 from actors.streams.names import LEADER_GROUP, StreamNames
 from actors.streams.wake import WakeableReads
+from actors.worker.tracing import WorkerTracing
 from contracts import PlanResult
 from contracts.messages import (
     LeaderRequest,
@@ -66,7 +68,7 @@ APPLIED_REQUESTS_KEPT = 100_000
 REPLY_STREAM_MAXLEN = 10_000
 
 
-class LeaderService:
+class LeaderService(PlanHoldMethods):
     def __init__(
         self,
         client: redis.Redis,
@@ -79,8 +81,9 @@ class LeaderService:
         telemetry: Telemetry | None = None,
         snapshot_policy: SnapshotPolicy | None = None,
         broker: CommitFeed | None = None,
+        local_scheduling: bool = False,
     ) -> None:
-        tune_gc()
+        tune_process()
         self.telemetry = telemetry or Telemetry.disabled("leader")
         self.tracing = LeaderTracing(self.telemetry, names.requests)
         self.client = client
@@ -109,6 +112,11 @@ class LeaderService:
         self._store_lost = False
         self._deposed = False
         self.plan_hold = PlanHold()  # a failpoint for tests (plan_hold.py)
+        # Small evals scheduled here while every worker is idle (local_scheduling.py).
+        self.local: LocalScheduling | None = None
+        if local_scheduling and isinstance(broker, LocalDeliveries):
+            tracing = WorkerTracing(self.telemetry, names.deliveries, "leader")
+            self.local = LocalScheduling(self, broker, tracing, paused=self.plan_hold.armed)
         # The loop blocks reading its stream; a request put in the inbox cuts that short.
         self.reads = WakeableReads(client)
         self._consumer = GroupConsumer(
@@ -163,6 +171,7 @@ class LeaderService:
         handled += self._drain_inbox()
         while not self._calls.empty():
             self._calls.get_nowait()()
+        handled += self._schedule_locally()  # what the turn's other work made ready
         expired = self.heartbeats.expired(time.monotonic())
         if expired:
             self._commit(self.core.mark_nodes_down(expired))
@@ -271,39 +280,8 @@ class LeaderService:
                 self._flush_staged()
             finally:
                 self._staged = None
+            self._schedule_locally()  # an idle cluster answers with the placement committed
             self.bus.publish_each(answers, maxlen=REPLY_STREAM_MAXLEN)
-
-    # -- the plan hold (a failpoint for tests) ----------------------------------------------
-
-    def hold_plans(self, count: int, timeout_s: float, job_ids: Collection[str] = ()) -> None:
-        """Hold the next `count` plans (of `job_ids`, if given), then apply them together in
-        plan-queue order, so that they collide (see plan_hold.py). Not for production use."""
-        self.plan_hold.start(count, timeout_s, job_ids)
-
-    def release_plans(self) -> int:
-        return self.plan_hold.release()
-
-    def held_plans(self) -> list[PlanSubmission]:
-        return self.plan_hold.held()
-
-    def _hold_plan(self, submission: PlanSubmission, trace: Mapping[str, str]) -> bool:
-        if not self.plan_hold.take(submission, trace):
-            return False
-        self.stats.held_plans += 1
-        return True
-
-    def _apply_held_if_due(self) -> int:
-        held = self.plan_hold.due()
-        if held is None:
-            return 0
-        for submission, trace in held:
-            try:
-                self._apply_plan(submission, trace)
-            except (NotLeaderError, redis.ConnectionError):
-                raise
-            except Exception:  # as if its answer were lost: the worker times out and nacks
-                log.exception("held plan of eval %s failed", submission.plan.eval_id)
-        return len(held)
 
     # -- decisions -----------------------------------------------------------------------------
 
@@ -359,6 +337,12 @@ class LeaderService:
     def _repeated(self, request: LeaderRequest, index: int) -> LeaderResponse:
         """The answer to a request applied before (repeated_requests.py)."""
         return repeated_answer(self.store, self.core.periodic.children, request, index)
+
+    def apply_local_plan(
+        self, submission: PlanSubmission, trace: Mapping[str, str] | None = None
+    ) -> PlanResponse:
+        """A plan the leader's own scheduler made (local_scheduling.py), between turns."""
+        return self._apply_plan(submission, trace)
 
     def _apply_plan(
         self, submission: PlanSubmission, trace: Mapping[str, str] | None = None
@@ -476,8 +460,7 @@ class LeaderService:
                         self._remember(entry)
                         self._feed(entry)
                     self.stats.index = outcome.index
-                if self.broker is not None:
-                    self.broker.deliver()
+                self._deliver()
                 return outcome.index
             if outcome.reason.startswith("token:"):
                 return None
@@ -554,7 +537,21 @@ class LeaderService:
         self.stats.commits += 1
         for entry in staged:  # durable now: the broker may act on them
             self._feed(entry)
-        if self.broker is not None:
+        self._deliver()
+
+    def _schedule_locally(self) -> int:
+        """Between commits (nothing staged): small ready evals scheduled here while every
+        worker is idle, the rest delivered (local_scheduling.py)."""
+        if self.local is None or self.broker is None:
+            return 0
+        scheduled = self.local.run()
+        self.broker.deliver()
+        return scheduled
+
+    def _deliver(self) -> None:
+        """Deliver what commits made ready, unless this leader may take it at the end of
+        its turn (every worker idle: local_scheduling.py)."""
+        if self.broker is not None and (self.local is None or not self.local.wanted()):
             self.broker.deliver()
 
     def _feed(self, entry: LogEntry) -> None:

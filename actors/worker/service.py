@@ -36,7 +36,7 @@ from typing import NamedTuple
 import redis
 from opentelemetry.trace import INVALID_SPAN, Span
 
-from actors.process_settings import tune_gc, when_idle
+from actors.process_settings import tune_process, when_idle
 from actors.runtime.reconnect import UNREACHABLE, Reconnecting
 from actors.runtime.replica import LogReplica
 from actors.state import StateReader
@@ -45,6 +45,7 @@ from actors.streams import GroupConsumer, StreamBus
 from actors.streams.envelope import decode_message, registry_of
 from actors.streams.names import WORKERS_GROUP, StreamNames
 from actors.worker.core.scheduler import new_scheduler
+from actors.worker.core.scheduler.planner import same_outcome
 from actors.worker.tracing import WorkerTracing
 from contracts import Allocation, Evaluation, Plan, PlanResult
 from contracts.messages import (
@@ -260,11 +261,6 @@ class StreamPlanner:
         return request_id
 
 
-def same_outcome(a: Evaluation, b: Evaluation) -> bool:
-    """Two final statuses of one eval that differ at most in when they were written."""
-    return a == dataclasses.replace(b, modify_time=a.modify_time)
-
-
 # The reason on a worker's ack span when the leader acked the delivery with its plan.
 ACKED_ON_COMMIT = "acked by the leader with the plan that completed it"
 
@@ -300,7 +296,7 @@ class WorkerService:
         reply_timeout_s: float = 30.0,
         telemetry: Telemetry | None = None,
     ) -> None:
-        tune_gc()
+        tune_process()
         self.worker_id = worker_id
         self.tracing = WorkerTracing(
             telemetry or Telemetry.disabled("worker", worker_id), names.deliveries, WORKERS_GROUP

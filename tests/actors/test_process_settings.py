@@ -9,7 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from actors.process_settings import HEAP, HeapPacer, paced_heap
+from actors.process_settings import (
+    HEAP,
+    SWITCH_INTERVAL_S,
+    HeapPacer,
+    paced_heap,
+    switch_interval_s,
+)
 from actors.state import StateStore
 from actors.state.job_scoped import JobScopedStore
 from bench.core import register_workload, schedule_all
@@ -194,3 +200,10 @@ def test_following_the_log_makes_no_reference_cycles() -> None:
 
     assert _garbage_cycles_made_by(follow) == []
     assert eager.alloc_count() == scoped.alloc_count() == 6 * 40
+
+
+def test_the_switch_interval_is_half_a_millisecond_unless_the_environment_says() -> None:
+    assert switch_interval_s({}) == SWITCH_INTERVAL_S == 0.0005
+    assert switch_interval_s({"DROVER_SWITCH_INTERVAL_US": "5000"}) == 0.005
+    with pytest.raises(ValueError, match=r"DROVER_SWITCH_INTERVAL_US.*'fast'"):
+        switch_interval_s({"DROVER_SWITCH_INTERVAL_US": "fast"})

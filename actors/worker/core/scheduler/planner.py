@@ -6,6 +6,7 @@ it directly against a state store for tests, benchmarks and dry-run plans.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from contracts import Evaluation, Plan, PlanResult
@@ -47,3 +48,9 @@ class CompletingPlanner(Planner, Protocol):
     status again through `update_eval`."""
 
     def complete_on_commit(self, evaluation: Evaluation) -> None: ...
+
+
+def same_outcome(a: Evaluation, b: Evaluation) -> bool:
+    """Two final statuses of one eval that differ at most in when they were written (a
+    planner that sent the status with its completing plan drops the scheduler's repeat)."""
+    return a == dataclasses.replace(b, modify_time=a.modify_time)

@@ -1,0 +1,257 @@
+"""Small evaluations scheduled on the leader's own thread while every worker is idle.
+
+Nomad's leader runs scheduling workers of its own. Here, once a turn of the leader's loop is
+done (its answers sent), an evaluation the hosted broker has ready is scheduled by the
+leader itself if no delivery is in flight (every worker waits) and its job asks for at most
+`max_allocs` allocations: the scheduler runs on the leader's store, which is the committed
+state (no replica to catch up), and its plan is applied in the same thread (no trip over
+the request stream and back). On an idle cluster that places a job's allocation within a
+millisecond or two of its registration's commit, where a worker takes four process hops
+(the delivery, the worker's catch-up with the log, the plan's submission and its answer).
+
+A busy cluster is unchanged: while any delivery is outstanding, evaluations go to the
+workers as before, and a larger job always does. The delivery is an ordinary one (a token,
+a delivery count, the commit script's fence, an ack or a nack), so a failed local
+evaluation is nacked and its next delivery goes to a worker, and a leader that loses its
+term can commit nothing of it. Where it runs: after a batch's staged requests are durable
+and before their answers go out (so an idle cluster answers a registration with its
+allocation committed, as a client that lists them next expects), and at the end of each
+turn for evals other work made ready. While the plan-hold failpoint is armed nothing is
+scheduled here (a test that makes two workers' plans collide needs them at the workers).
+
+Traced as a worker's evaluation is (`eval.schedule`, its phases, `plan.submit` parenting the
+leader's `plan.apply`), under the `drover-leader` service.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Protocol, runtime_checkable
+
+from actors.state import StateReader, StateStore
+from actors.worker.core.scheduler.factory import new_scheduler
+from actors.worker.core.scheduler.planner import same_outcome
+from actors.worker.tracing import WorkerTracing
+from contracts import Evaluation, Plan, PlanResult
+from contracts.messages import (
+    EvalDelivery,
+    LeaderRequest,
+    LeaderResponse,
+    PlanResponse,
+    PlanSubmission,
+    RequestKind,
+)
+
+log = logging.getLogger(__name__)
+
+LOCAL_TYPES = ("service", "batch")
+# A job this small is scheduled in about a millisecond: the leader's loop is held no longer.
+LOCAL_MAX_ALLOCS = 16
+LOCAL_PER_TURN = 2
+# Evals that failed here, remembered so that their next delivery goes to a worker.
+FAILED_KEPT = 1_000
+
+
+@runtime_checkable
+class LocalDeliveries(Protocol):
+    """What the hosted broker offers the leader for evaluations it schedules itself."""
+
+    def idle(self) -> bool:
+        """No delivery outstanding: every worker waits."""
+        ...
+
+    def take_local(self, types: tuple[str, ...]) -> tuple[EvalDelivery, dict[str, str]] | None:
+        """A ready eval of `types`, delivered to the leader (its token written as any
+        delivery's is), with its trace context; None if none is ready or a delivery is
+        outstanding."""
+        ...
+
+    def hand_to_workers(self, delivery: EvalDelivery) -> None:
+        """A taken delivery the leader will not schedule: sent to the workers as is."""
+        ...
+
+    def settle_local(self, eval_id: str, token: str, ok: bool, reason: str = "") -> None:
+        """Ack (or nack) a delivery the leader took."""
+        ...
+
+
+class LeaderLoop(Protocol):
+    """What the leader service offers: its store, and plans and requests applied on its
+    thread at a point where nothing is staged."""
+
+    store: StateStore
+
+    def apply_local_plan(
+        self, submission: PlanSubmission, trace: Mapping[str, str]
+    ) -> PlanResponse: ...
+
+    def handle(
+        self, request: LeaderRequest, trace: Mapping[str, str] | None = None
+    ) -> LeaderResponse: ...
+
+
+class LocalScheduling:
+    def __init__(
+        self,
+        leader: LeaderLoop,
+        deliveries: LocalDeliveries,
+        tracing: WorkerTracing,
+        *,
+        max_allocs: int = LOCAL_MAX_ALLOCS,
+        per_turn: int = LOCAL_PER_TURN,
+        paused: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.leader = leader
+        self.deliveries = deliveries
+        self.tracing = tracing
+        self.max_allocs = max_allocs
+        self.per_turn = per_turn
+        self.paused = paused
+        self.request_ids = itertools.count(1)
+        self.incarnation = uuid.uuid4().hex[:12]
+        self.stats = {"evals": 0, "handed_on": 0, "nacks": 0}
+        self.failed_here: OrderedDict[str, None] = OrderedDict()
+
+    def wanted(self) -> bool:
+        """Whether evals made ready now should wait for the end of the turn (`run`), where
+        the leader may take them, instead of going out to the workers at once."""
+        return not self.paused() and self.deliveries.idle()
+
+    def run(self) -> int:
+        """At the end of a turn: schedule up to `per_turn` small ready evals here while every
+        worker is idle. Returns how many were scheduled. Nothing it meets stops the leader's
+        loop: a delivery it cannot finish is nacked (a worker gets it next)."""
+        done = 0
+        while done < self.per_turn and not self.paused():
+            try:
+                taken = self.deliveries.take_local(LOCAL_TYPES)
+            except Exception:  # Redis away: the broker's timeout redelivers what it took
+                log.exception("taking an eval to schedule on the leader failed")
+                break
+            if taken is None:
+                break
+            delivery, trace = taken
+            try:
+                small = self._small(delivery.eval)
+            except Exception as exc:
+                log.exception("eval %s: sizing its job failed", delivery.eval.id)
+                self._nack(delivery, f"{type(exc).__name__}: {exc}")
+                break
+            if not small or delivery.eval.id in self.failed_here:
+                self.stats["handed_on"] += 1
+                self.deliveries.hand_to_workers(delivery)
+                break
+            self.schedule(delivery, trace)
+            done += 1
+        return done
+
+    def _small(self, evaluation: Evaluation) -> bool:
+        job = self.leader.store.job(evaluation.namespace, evaluation.job_id)
+        if job is None:  # deregistered and purged: the scheduler stops what is left
+            return True
+        return sum(group.count for group in job.task_groups) <= self.max_allocs
+
+    def _nack(self, delivery: EvalDelivery, reason: str) -> None:
+        self.stats["nacks"] += 1
+        self.failed_here[delivery.eval.id] = None
+        if len(self.failed_here) > FAILED_KEPT:
+            self.failed_here.popitem(last=False)
+        self.deliveries.settle_local(delivery.eval.id, delivery.token, False, reason)
+
+    def schedule(self, delivery: EvalDelivery, trace: Mapping[str, str]) -> None:
+        """Schedule one delivery on the leader's store; acked, or nacked with the reason."""
+        self.stats["evals"] += 1
+        with self.tracing.evaluation(delivery, trace, "") as span:
+            phases = self.tracing.phases()
+            try:
+                planner = LeaderPlanner(self.leader, delivery, self.tracing)
+                state = self.leader.store.snapshot()
+                scheduler = new_scheduler(delivery.eval.type, state, planner)
+                scheduler.node_allocs = state.allocs_by_node
+                scheduler.phases = phases
+                scheduler.process(delivery.eval)
+                error = planner.flush(self._request_id())
+                acked = planner.acked_by_leader
+            except Exception as exc:  # nacked: a worker gets it next, never lost
+                log.exception("eval %s failed on the leader", delivery.eval.id)
+                error, acked = f"{type(exc).__name__}: {exc}", False
+            finally:
+                self.tracing.record_phases(span, phases)
+            if error:
+                self._nack(delivery, error)
+            elif not acked:
+                self.deliveries.settle_local(delivery.eval.id, delivery.token, True)
+
+    def _request_id(self) -> str:
+        return f"leader-local-{self.incarnation}-{next(self.request_ids)}"
+
+
+class LeaderPlanner:
+    """The scheduler's Planner on the leader's thread, for one delivery: as the worker's
+    StreamPlanner, with plans and the final status applied in place."""
+
+    def __init__(self, leader: LeaderLoop, delivery: EvalDelivery, tracing: WorkerTracing) -> None:
+        self.leader = leader
+        self.delivery = delivery
+        self.tracing = tracing
+        self.attempt = 0
+        self.evals: list[Evaluation] = []  # created/reblocked evals, sent with the next plan
+        self.final: Evaluation | None = None
+        self.completes: Evaluation | None = None
+        self.completed: Evaluation | None = None
+        self.acked_by_leader = False
+
+    def complete_on_commit(self, evaluation: Evaluation) -> None:
+        self.completes = evaluation
+
+    def submit_plan(self, plan: Plan) -> tuple[PlanResult, StateReader | None]:
+        self.attempt += 1
+        plan = dataclasses.replace(plan, eval_token=self.delivery.token)
+        submission = PlanSubmission(plan, "", self.attempt, tuple(self.evals), self.completes)
+        self.evals.clear()
+        self.completes = None
+        with self.tracing.plan_submit(plan, self.attempt) as (span, trace):
+            response = self.leader.apply_local_plan(submission, trace)
+            if response.error:
+                raise RuntimeError(response.error)
+            result = response.committed(plan)
+            self.tracing.plan_result(span, plan, result)
+        if response.completed:
+            self.completed = submission.completes
+        self.acked_by_leader = response.acked
+        if not result.refresh_index:
+            return result, None
+        # Part of it was rejected: the leader's store already holds what rejected it.
+        return result, self.leader.store.snapshot()
+
+    def update_eval(self, evaluation: Evaluation) -> None:
+        if self.completed is not None and same_outcome(self.completed, evaluation):
+            return  # committed with the last plan
+        self.final = evaluation
+
+    def create_eval(self, evaluation: Evaluation) -> None:
+        self.evals.append(evaluation)
+
+    def reblock_eval(self, evaluation: Evaluation) -> None:
+        self.final = evaluation
+
+    def flush(self, request_id: str) -> str:
+        """Commit the eval's final status (and evals not yet sent), fenced by the token;
+        returns the leader's error ("" if committed or nothing was left to send)."""
+        evals = [*self.evals, *([self.final] if self.final else [])]
+        if not evals or self.acked_by_leader:
+            return ""
+        request = LeaderRequest(
+            RequestKind.UPDATE_EVALS,
+            request_id=request_id,
+            evals=tuple(evals),
+            fence_eval_id=self.delivery.eval.id,
+            fence_token=self.delivery.token,
+        )
+        response = self.leader.handle(request)
+        return "" if response.ok else response.error or "eval update refused"

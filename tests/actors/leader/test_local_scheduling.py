@@ -1,0 +1,189 @@
+"""Small evals scheduled by the leader itself while every worker is idle
+(actors/leader/local_scheduling.py), on a real Redis with the broker it hosts and no worker:
+what it places, when it leaves evals to the workers (a larger job, a delivery outstanding,
+the plan-hold failpoint), that a registration sent over the stream is answered with its
+allocation committed, and that an eval that failed here goes to a worker next."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+
+import actors.leader.local_scheduling as local_scheduling
+from actors.broker.service import BrokerService
+from actors.leader.local_scheduling import LOCAL_MAX_ALLOCS
+from actors.leader.service import LeaderService
+from actors.streams import StreamBus
+from actors.streams.envelope import decode_message, registry_of
+from actors.streams.names import StreamNames
+from contracts import (
+    DriverInfo,
+    EvalStatus,
+    Job,
+    Node,
+    NodeResources,
+    NodeStatus,
+    Resources,
+    Task,
+    TaskGroup,
+)
+from contracts.messages import EvalDelivery, LeaderRequest, LeaderResponse, RequestKind
+
+NAMES = StreamNames("loc")
+
+
+def job(job_id: str, count: int = 1) -> Job:
+    task = Task(name="t", driver="mock", resources=Resources(cpu=10, memory_mb=16))
+    return Job(id=job_id, name=job_id, task_groups=(TaskGroup("g", count, tasks=(task,)),))
+
+
+def start(client: redis.Redis, **options: Any) -> tuple[LeaderService, BrokerService]:
+    broker = BrokerService(client, NAMES, capacity=2)
+    broker.start()
+    leader = LeaderService(client, NAMES, broker=broker, local_scheduling=True, **options)
+    leader.start()
+    nodes = tuple(
+        Node(
+            id=f"n{i}",
+            name=f"n{i}",
+            status=NodeStatus.READY,
+            drivers={"mock": DriverInfo()},
+            node_resources=NodeResources(cpu=4000, memory_mb=8192, disk_mb=10_000),
+        ).with_computed_class()
+        for i in range(2)
+    )
+    assert leader.handle(LeaderRequest(RequestKind.UPSERT_NODES, request_id="n", nodes=nodes)).ok
+    return leader, broker
+
+
+def register(leader: LeaderService, spec: Job) -> str:
+    request = LeaderRequest(RequestKind.REGISTER_JOB, request_id=f"reg-{spec.id}", job=spec)
+    response = leader.handle(request)
+    assert response.ok and response.eval_id
+    return response.eval_id
+
+
+def delivered(client: redis.Redis) -> list[EvalDelivery]:
+    """What went out to the workers."""
+    out = []
+    for _id, fields in client.xrange(NAMES.deliveries):
+        _type, delivery, _trace = decode_message(fields, registry_of(EvalDelivery))
+        assert isinstance(delivery, EvalDelivery)
+        out.append(delivery)
+    return out
+
+
+def allocs_of(leader: LeaderService, job_id: str) -> list[Any]:
+    return list(leader.store.snapshot().allocs_by_job("default", job_id))
+
+
+def test_an_idle_leader_places_a_small_job_itself_and_acks_its_delivery(
+    client: redis.Redis,
+) -> None:
+    leader, broker = start(client)
+    eval_id = register(leader, job("web", count=3))
+    assert not delivered(client)  # held for the end of the turn: the leader may take it
+    leader.poll_once()
+
+    assert len(allocs_of(leader, "web")) == 3
+    evaluation = leader.store.snapshot().eval(eval_id)
+    assert evaluation is not None and evaluation.status is EvalStatus.COMPLETE
+    assert not delivered(client)  # no worker was involved
+    assert broker.stats["delivered_local"] == 1 and broker.stats["acked"] == 1
+    assert broker.stats["delivered"] == 0
+    assert leader.local is not None and leader.local.stats["evals"] == 1
+    with broker.lock:
+        assert broker.broker.stats().total_unacked == 0
+
+
+def test_a_job_larger_than_the_limit_goes_to_the_workers(client: redis.Redis) -> None:
+    leader, broker = start(client)
+    eval_id = register(leader, job("big", count=LOCAL_MAX_ALLOCS + 1))
+    leader.poll_once()
+
+    (delivery,) = delivered(client)
+    assert delivery.eval.id == eval_id
+    assert not allocs_of(leader, "big")
+    assert leader.local is not None and leader.local.stats["handed_on"] == 1
+    assert broker.stats["delivered_local"] == 1 and broker.stats["delivered"] == 1
+
+
+def test_while_a_worker_is_busy_evals_go_to_the_workers_at_once(client: redis.Redis) -> None:
+    leader, _broker = start(client)
+    register(leader, job("big", count=LOCAL_MAX_ALLOCS + 1))
+    leader.poll_once()  # handed to a worker, which has not acked it: outstanding
+    small = register(leader, job("small"))
+
+    # Delivered by the commit itself: with a delivery outstanding the leader takes nothing.
+    assert [d.eval.id for d in delivered(client)][1:] == [small]
+    leader.poll_once()
+    assert not allocs_of(leader, "small")
+
+
+def test_nothing_is_scheduled_here_while_plans_are_held(client: redis.Redis) -> None:
+    leader, _broker = start(client)
+    leader.hold_plans(2, timeout_s=30)
+    eval_id = register(leader, job("web"))
+    leader.poll_once()
+    assert [d.eval.id for d in delivered(client)] == [eval_id]
+    assert not allocs_of(leader, "web")
+
+
+def test_a_registration_over_the_stream_is_answered_with_its_allocation_committed(
+    client: redis.Redis,
+) -> None:
+    leader, _broker = start(client)
+    reply_to = "loc:reply"
+    request = LeaderRequest(
+        RequestKind.REGISTER_JOB, request_id="reg-web", job=job("web"), reply_to=reply_to
+    )
+    StreamBus(client).publish(NAMES.requests, [("LeaderRequest", request)])
+    # The answer goes out after the local placement: when the client reads it, the log
+    # already holds the allocation (the API's replica follows the log).
+    published: list[int] = []
+    real_publish_each = leader.bus.publish_each
+
+    def publish_each(messages: Any, **options: Any) -> Any:
+        published.append(len(allocs_of(leader, "web")))
+        return real_publish_each(messages, **options)
+
+    leader.bus.publish_each = publish_each  # type: ignore[method-assign]
+    leader.poll_once()
+
+    (answer,) = [
+        decode_message(fields, registry_of(LeaderResponse))[1]
+        for _id, fields in client.xrange(reply_to)
+    ]
+    assert isinstance(answer, LeaderResponse) and answer.ok
+    assert published == [1]
+    (alloc,) = allocs_of(leader, "web")
+    assert alloc.create_index > answer.index  # committed after the registration, before
+    assert not delivered(client)
+
+
+def test_an_eval_that_failed_here_is_nacked_and_goes_to_a_worker_next(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leader, broker = start(client)
+
+    def broken(*_args: Any, **_kwargs: Any) -> Any:
+        raise RuntimeError("scheduler broke")
+
+    monkeypatch.setattr(local_scheduling, "new_scheduler", broken)
+    eval_id = register(leader, job("web"))
+    leader.poll_once()
+    assert broker.stats["nacked"] == 1
+    assert leader.local is not None and leader.local.stats["nacks"] == 1
+    assert not delivered(client)
+
+    # Nomad's nack delay (1 s) makes it ready again; the leader hands it on this time.
+    deadline_turns = 400
+    while not delivered(client) and deadline_turns:
+        broker.poll_once()
+        leader.poll_once()
+        deadline_turns -= 1
+    (delivery,) = delivered(client)
+    assert delivery.eval.id == eval_id
+    assert leader.local.stats["handed_on"] == 1
