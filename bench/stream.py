@@ -458,6 +458,8 @@ def _counters(system: DroverSystem) -> dict[str, int]:
     counts = {"log_entries": leader["index"], "leader_requests": leader["requests"]}
     counts |= {k: leader[k] for k in ("plans", "partial_plans", "rejected_nodes")}
     counts |= {f"worker_{k}": sum(w[k] for w in workers) for k in ("evals", "refreshes", "nacks")}
+    # Evals the leader scheduled itself while the workers were idle (local_scheduling.py).
+    counts["leader_evals"] = leader["local_evals"]
     delivered = ray.get(system.leader.broker_stats.remote())["delivered"]
     return counts | {"broker_deliveries": delivered}
 
@@ -492,6 +494,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--drain", type=float, default=60.0, help="at most this long, s")
     parser.add_argument("--tracing", choices=("on", "off"), default="off")
+    parser.add_argument(
+        "--leader-schedules",
+        choices=("on", "off"),
+        default="on",
+        help="small evals scheduled by the idle-cluster leader (actors/leader/local_scheduling.py)",
+    )
     args = parser.parse_args(argv)
     if _jobs(args) > holds(args.nodes):
         parser.error(f"{args.nodes} nodes hold {holds(args.nodes)} jobs, not {_jobs(args)}")
@@ -510,6 +518,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
         "workers": args.workers,
         "clients": args.clients,
         "tracing": args.tracing,
+        "leader_schedules": args.leader_schedules,
     }
     phases: list[tuple[Any, ...]] = [("idle", args.idle)] if args.idle else []
     phases += [("rate", r, round(r * args.seconds), args.seconds, args.drain) for r in args.rates]
@@ -524,6 +533,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
         fleets=[fleet],
         http_addr="127.0.0.1:0",
         tracing=args.tracing == "on",
+        leader_schedules=args.leader_schedules == "on",
     )
     context = multiprocessing.get_context("spawn")  # never fork a process that runs Ray
     ours, theirs = context.Pipe()
@@ -554,7 +564,9 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 }
                 counters = {k: v - counters_before[k] for k, v in _counters(system).items()}
                 commands = _per_eval(
-                    _redis_commands(system), commands_before, counters["worker_evals"]
+                    _redis_commands(system),
+                    commands_before,
+                    counters["worker_evals"] + counters["leader_evals"],
                 )
                 yield (
                     common

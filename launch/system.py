@@ -103,8 +103,8 @@ class SystemConfig:
     # OpenTelemetry: OTLP when OTEL_EXPORTER_OTLP_* is set, else JSON lines in
     # <data_dir>/telemetry/ (read by `drover trace conflicts` / `drover trace show`).
     tracing: bool = True
-    # Small evals scheduled by the leader itself while every worker is idle (Nomad's leader
-    # schedules too): actors/leader/local_scheduling.py.
+    # Small evals scheduled by the leader itself, up to a budget per turn, the workers taking
+    # the rest (Nomad's leader schedules too): actors/leader/local_scheduling.py.
     leader_schedules: bool = True
     autoscaler: bool = True  # the autoscaler actor: job groups' scaling policies evaluated
     autoscaler_policy_dir: Path | None = None  # policy files (*.hcl) it loads at start

@@ -107,6 +107,8 @@ class BrokerService:
             self.feed = BrokerFeed(
                 self.broker, self.blocked, new_id=lambda: str(uuid.uuid4()), now_ns=time.time_ns
             )
+            # Delivered to the leader itself (take_local): their tokens live in memory only.
+            self._local: set[str] = set()
 
     def start(self) -> None:
         self.bus.ensure_group(self.names.acks, BROKER_GROUP)
@@ -193,44 +195,53 @@ class BrokerService:
             self.stats["acked"] += 1
             self.stats["acked_on_commit"] += 1
             self.tracing.settled(eval_id, True)
-            self._completed.append(eval_id)  # its token goes on the loop's next turn
+            if eval_id in self._local:  # its token was never written
+                self._local.discard(eval_id)
+            else:
+                self._completed.append(eval_id)  # its token goes on the loop's next turn
         return True
 
     # -- evaluations the leader schedules itself (actors/leader/local_scheduling.py) ----------
 
-    def idle(self) -> bool:
-        """No delivery outstanding: every worker waits."""
-        with self.lock:
-            return self.broker.stats().total_unacked == 0
-
     def take_local(self, types: tuple[str, ...]) -> tuple[EvalDelivery, dict[str, str]] | None:
-        """A ready eval of `types` delivered to the leader, only while no delivery is
-        outstanding; its token is written as any delivery's is (the commit script fences
-        the plans and the final status on it)."""
+        """A ready eval of `types` delivered to the leader itself, or None. Its token is
+        kept in memory only: the leader schedules it on its own thread and commits its plans
+        within the same turn, so no other holder can commit under it (a worker's delivery is
+        fenced in the commit script because it computes elsewhere, for as long as it takes)."""
         with self.lock:
-            if self.broker.stats().total_unacked > 0:
-                return None
             taken = self.broker.dequeue(list(types))
             if taken is None:
                 return None
             delivery = EvalDelivery(taken.eval, taken.token, taken.wait_index)
-            trace = self.tracing.delivery_trace(delivery, self._delivery_count(delivery))
+            count = self._delivery_count(delivery)
+            trace = self.tracing.delivery_trace(delivery, count)
             self.stats["delivered_local"] += 1
-        self.client.hset(self.names.tokens_key, delivery.eval.id, delivery.token)
+            if count == 1:
+                self._local.add(delivery.eval.id)
+        if count > 1:
+            # Delivered before: an earlier holder's token is in the hash and would still
+            # pass the commit script. Fence it out as every redelivery does.
+            self.client.hset(self.names.tokens_key, delivery.eval.id, delivery.token)
         return delivery, trace
 
     def hand_to_workers(self, delivery: EvalDelivery) -> None:
-        """A delivery the leader took but leaves to the workers: sent to them as is."""
+        """A delivery the leader took but leaves to the workers: sent to them as is (with
+        its token written, as every worker's delivery)."""
+        with self.lock:
+            self._local.discard(delivery.eval.id)
         self._publish([delivery])
 
     def settle_local(self, eval_id: str, token: str, ok: bool, reason: str = "") -> None:
         """Ack (or nack, with the reason) a delivery the leader scheduled."""
         with self.lock:
+            in_memory = eval_id in self._local
+            self._local.discard(eval_id)
             try:
                 if ok:
                     self.broker.ack(eval_id, token)
                     self.stats["acked"] += 1
-                    self._completed.append(eval_id)  # its token goes on the loop's next turn
+                    if not in_memory:  # a redelivery's token was written: it goes too
+                        self._completed.append(eval_id)
                 else:
                     self.broker.nack(eval_id, token, reason)
                     self.stats["nacked"] += 1

@@ -33,7 +33,7 @@ class LeaderActor(ServiceShell):
         local_scheduling: bool = True,
     ) -> None:
         """broker_capacity: deliveries in flight at once (DELIVERIES_PER_WORKER per worker);
-        local_scheduling: small evals scheduled here while every worker is idle."""
+        local_scheduling: small evals scheduled here, the workers taking the rest."""
         self.telemetry = actor_telemetry("leader", "leader", telemetry_dir, tracing)
         broker_telemetry = actor_telemetry("broker", "broker", telemetry_dir, tracing)
         self.companion_telemetry = {"broker": broker_telemetry}

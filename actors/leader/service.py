@@ -112,7 +112,7 @@ class LeaderService(PlanHoldMethods):
         self._store_lost = False
         self._deposed = False
         self.plan_hold = PlanHold()  # a failpoint for tests (plan_hold.py)
-        # Small evals scheduled here while every worker is idle (local_scheduling.py).
+        # Small evals scheduled here, the workers taking the rest (local_scheduling.py).
         self.local: LocalScheduling | None = None
         if local_scheduling and isinstance(broker, LocalDeliveries):
             tracing = WorkerTracing(self.telemetry, names.deliveries, "leader")
@@ -280,7 +280,7 @@ class LeaderService(PlanHoldMethods):
                 self._flush_staged()
             finally:
                 self._staged = None
-            self._schedule_locally()  # an idle cluster answers with the placement committed
+            self._schedule_locally()  # answered with their placements committed
             self.bus.publish_each(answers, maxlen=REPLY_STREAM_MAXLEN)
 
     # -- decisions -----------------------------------------------------------------------------
@@ -341,8 +341,10 @@ class LeaderService(PlanHoldMethods):
     def apply_local_plan(
         self, submission: PlanSubmission, trace: Mapping[str, str] | None = None
     ) -> PlanResponse:
-        """A plan the leader's own scheduler made (local_scheduling.py), between turns."""
-        return self._apply_plan(submission, trace)
+        """A plan the leader's own scheduler made (local_scheduling.py), between turns:
+        committed unfenced (its delivery's token lives in memory; no one else holds it)."""
+        with self.tracing.plan(submission, trace or {}) as span:
+            return self._apply_plan_in(submission, span, fenced=False)
 
     def _apply_plan(
         self, submission: PlanSubmission, trace: Mapping[str, str] | None = None
@@ -350,7 +352,9 @@ class LeaderService(PlanHoldMethods):
         with self.tracing.plan(submission, trace or {}) as span:
             return self._apply_plan_in(submission, span)
 
-    def _apply_plan_in(self, submission: PlanSubmission, span: Span) -> PlanResponse:
+    def _apply_plan_in(
+        self, submission: PlanSubmission, span: Span, *, fenced: bool = True
+    ) -> PlanResponse:
         """Decide, commit and answer one plan. A committed plan is answered as soon as its
         commit is durable, before this leader applies it to its own store."""
         started = time.monotonic()
@@ -376,7 +380,7 @@ class LeaderService(PlanHoldMethods):
                 rejected_nodes=result.rejected_nodes, refresh_index=result.refresh_index
             )
             return self._reply(submission, PlanResponse(plan.eval_id, submission.attempt, nothing))
-        fence = Fence(plan.eval_id, plan.eval_token) if plan.eval_token else None
+        fence = Fence(plan.eval_id, plan.eval_token) if plan.eval_token and fenced else None
         fresh = sum(  # new allocations (the scheduler leaves their create index at 0)
             1
             for allocs in result.node_allocation.values()
@@ -540,17 +544,18 @@ class LeaderService(PlanHoldMethods):
         self._deliver()
 
     def _schedule_locally(self) -> int:
-        """Between commits (nothing staged): small ready evals scheduled here while every
-        worker is idle, the rest delivered (local_scheduling.py)."""
+        """Between commits (nothing staged): small ready evals scheduled here for up to a
+        budget, the rest delivered to the workers (local_scheduling.py)."""
         if self.local is None or self.broker is None:
             return 0
         scheduled = self.local.run()
+        self.stats.local_evals += scheduled
         self.broker.deliver()
         return scheduled
 
     def _deliver(self) -> None:
-        """Deliver what commits made ready, unless this leader may take it at the end of
-        its turn (every worker idle: local_scheduling.py)."""
+        """Deliver what commits made ready, unless this leader may take it before the
+        turn ends (local_scheduling.py)."""
         if self.broker is not None and (self.local is None or not self.local.wanted()):
             self.broker.deliver()
 

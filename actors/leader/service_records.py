@@ -22,6 +22,7 @@ class LeaderStats:
     placed: int = 0  # new allocations committed by plans
     commits: int = 0  # durable commits (a batch's staged requests share one)
     held_plans: int = 0  # plans held back by `hold_plans` (a test failpoint)
+    local_evals: int = 0  # evals this leader scheduled itself (local_scheduling.py)
 
 
 class CommitFeed(Protocol):

@@ -1,11 +1,12 @@
-"""Small evals scheduled by the leader itself while every worker is idle
-(actors/leader/local_scheduling.py), on a real Redis with the broker it hosts and no worker:
-what it places, when it leaves evals to the workers (a larger job, a delivery outstanding,
-the plan-hold failpoint), that a registration sent over the stream is answered with its
-allocation committed, and that an eval that failed here goes to a worker next."""
+"""Small evals scheduled by the leader itself (actors/leader/local_scheduling.py), on a real
+Redis with the broker it hosts and no worker: what it places, when it leaves evals to the
+workers (a larger job, a spent budget, the plan-hold failpoint), that a registration sent
+over the stream is answered with its allocation committed, that an eval that failed here
+goes to a worker next, and that a redelivered eval taken here fences out its old holder."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -94,6 +95,7 @@ def test_an_idle_leader_places_a_small_job_itself_and_acks_its_delivery(
     assert broker.stats["delivered_local"] == 1 and broker.stats["acked"] == 1
     assert broker.stats["delivered"] == 0
     assert leader.local is not None and leader.local.stats["evals"] == 1
+    assert leader.stats.local_evals == 1
     with broker.lock:
         assert broker.broker.stats().total_unacked == 0
 
@@ -110,16 +112,22 @@ def test_a_job_larger_than_the_limit_goes_to_the_workers(client: redis.Redis) ->
     assert broker.stats["delivered_local"] == 1 and broker.stats["delivered"] == 1
 
 
-def test_while_a_worker_is_busy_evals_go_to_the_workers_at_once(client: redis.Redis) -> None:
-    leader, _broker = start(client)
-    register(leader, job("big", count=LOCAL_MAX_ALLOCS + 1))
-    leader.poll_once()  # handed to a worker, which has not acked it: outstanding
-    small = register(leader, job("small"))
-
-    # Delivered by the commit itself: with a delivery outstanding the leader takes nothing.
-    assert [d.eval.id for d in delivered(client)][1:] == [small]
+def test_once_the_turn_budget_is_spent_ready_evals_go_to_the_workers(
+    client: redis.Redis,
+) -> None:
+    leader, broker = start(client)
+    assert leader.local is not None
+    leader.local.budget_s = 0.0
+    first, second = register(leader, job("a")), register(leader, job("b"))
     leader.poll_once()
-    assert not allocs_of(leader, "small")
+    assert {d.eval.id for d in delivered(client)} == {first, second}  # capacity 2
+    assert broker.stats["delivered_local"] == 0 and leader.stats.local_evals == 0
+
+    leader.local.budget_s = 1.0  # a busy worker does not keep the leader from scheduling
+    third = register(leader, job("c"))
+    leader.poll_once()
+    assert len(allocs_of(leader, "c")) == 1
+    assert third not in {d.eval.id for d in delivered(client)}
 
 
 def test_nothing_is_scheduled_here_while_plans_are_held(client: redis.Redis) -> None:
@@ -187,3 +195,32 @@ def test_an_eval_that_failed_here_is_nacked_and_goes_to_a_worker_next(
     (delivery,) = delivered(client)
     assert delivery.eval.id == eval_id
     assert leader.local.stats["handed_on"] == 1
+
+
+def test_a_redelivered_eval_taken_here_fences_out_its_earlier_holder(
+    client: redis.Redis,
+) -> None:
+    leader, broker = start(client)
+    leader.hold_plans(1, timeout_s=30)  # so that the first delivery goes to a worker
+    eval_id = register(leader, job("web"))
+    leader.poll_once()
+    (first,) = delivered(client)
+    leader.release_plans()
+    leader.poll_once()  # the hold is over
+    assert client.hget(NAMES.tokens_key, eval_id) == first.token.encode()
+
+    # The worker never answers: its delivery times out and the eval is ready again.
+    with broker.lock:
+        broker.broker.nack(eval_id, first.token, "worker gone")
+    deadline = time.monotonic() + 30
+    taken = None
+    while taken is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+        with broker.lock:
+            broker.broker.tick()  # Nomad's nack delay (1 s) makes it ready again
+        taken = broker.take_local(("service",))
+    assert taken is not None
+    delivery, _trace = taken
+    assert delivery.eval.id == eval_id and delivery.token != first.token
+    # The old token no longer passes the commit script.
+    assert client.hget(NAMES.tokens_key, eval_id) == delivery.token.encode()
