@@ -41,7 +41,7 @@ from typing import Protocol, runtime_checkable
 
 from actors.state import StateReader, StateStore
 from actors.worker.core.scheduler.factory import new_scheduler
-from actors.worker.core.scheduler.planner import same_outcome
+from actors.worker.core.scheduler.planner import EvalRecords
 from actors.worker.tracing import WorkerTracing
 from contracts import Evaluation, Plan, PlanResult
 from contracts.messages import (
@@ -198,30 +198,22 @@ class LocalScheduling:
         return f"leader-local-{self.incarnation}-{next(self.request_ids)}"
 
 
-class LeaderPlanner:
+class LeaderPlanner(EvalRecords):
     """The scheduler's Planner on the leader's thread, for one delivery: as the worker's
     StreamPlanner, with plans and the final status applied in place."""
 
     def __init__(self, leader: LeaderLoop, delivery: EvalDelivery, tracing: WorkerTracing) -> None:
+        super().__init__()
         self.leader = leader
         self.delivery = delivery
         self.tracing = tracing
         self.attempt = 0
-        self.evals: list[Evaluation] = []  # created/reblocked evals, sent with the next plan
-        self.final: Evaluation | None = None
-        self.completes: Evaluation | None = None
-        self.completed: Evaluation | None = None
-        self.acked_by_leader = False
-
-    def complete_on_commit(self, evaluation: Evaluation) -> None:
-        self.completes = evaluation
 
     def submit_plan(self, plan: Plan) -> tuple[PlanResult, StateReader | None]:
         self.attempt += 1
         plan = dataclasses.replace(plan, eval_token=self.delivery.token)
-        submission = PlanSubmission(plan, "", self.attempt, tuple(self.evals), self.completes)
-        self.evals.clear()
-        self.completes = None
+        evals, completes = self.take_for_plan()
+        submission = PlanSubmission(plan, "", self.attempt, evals, completes)
         with self.tracing.plan_submit(plan, self.attempt) as (span, trace):
             response = self.leader.apply_local_plan(submission, trace)
             if response.error:
@@ -236,27 +228,12 @@ class LeaderPlanner:
         # Part of it was rejected: the leader's store already holds what rejected it.
         return result, self.leader.store.snapshot()
 
-    def update_eval(self, evaluation: Evaluation) -> None:
-        if self.completed is not None and same_outcome(self.completed, evaluation):
-            return  # committed with the last plan
-        self.final = evaluation
-
-    def create_eval(self, evaluation: Evaluation) -> None:
-        self.evals.append(evaluation)
-
-    def reblock_eval(self, evaluation: Evaluation) -> None:
-        self.final = evaluation
-
     def flush(self, request_id: str) -> str:
         """Commit the eval's final status (and evals not yet sent), unfenced as its plans
         are; returns the leader's error ("" if committed or nothing was left to send)."""
-        evals = [*self.evals, *([self.final] if self.final else [])]
+        evals = self.unsent()
         if not evals or self.acked_by_leader:
             return ""
-        request = LeaderRequest(
-            RequestKind.UPDATE_EVALS,
-            request_id=request_id,
-            evals=tuple(evals),
-        )
+        request = LeaderRequest(RequestKind.UPDATE_EVALS, request_id=request_id, evals=tuple(evals))
         response = self.leader.handle(request)
         return "" if response.ok else response.error or "eval update refused"

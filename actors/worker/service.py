@@ -45,7 +45,7 @@ from actors.streams import GroupConsumer, StreamBus
 from actors.streams.envelope import decode_message, registry_of
 from actors.streams.names import WORKERS_GROUP, StreamNames
 from actors.worker.core.scheduler import new_scheduler
-from actors.worker.core.scheduler.planner import same_outcome
+from actors.worker.core.scheduler.planner import EvalRecords
 from actors.worker.tracing import WorkerTracing
 from contracts import Allocation, Evaluation, Plan, PlanResult
 from contracts.messages import (
@@ -161,33 +161,21 @@ def _reply_key(message: object) -> tuple[str, int] | str:
     return message.request_id
 
 
-class StreamPlanner:
+class StreamPlanner(EvalRecords):
     """The scheduler's Planner over streams, for one delivery."""
 
     def __init__(self, worker: WorkerService, delivery: EvalDelivery) -> None:
+        super().__init__()
         self.worker = worker
         self.delivery = delivery
         self.attempt = 0
-        self.evals: list[Evaluation] = []  # created/reblocked evals, sent with the next plan
-        self.final: Evaluation | None = None
-        # The final status to send with the next plan, and the one a plan committed.
-        self.completes: Evaluation | None = None
-        self.completed: Evaluation | None = None
-        # The leader acked the delivery as it committed the completing plan.
-        self.acked_by_leader = False
-
-    def complete_on_commit(self, evaluation: Evaluation) -> None:
-        self.completes = evaluation
 
     def submit_plan(self, plan: Plan) -> tuple[PlanResult, StateReader | None]:
         worker = self.worker
         self.attempt += 1
         plan = dataclasses.replace(plan, eval_token=self.delivery.token)
-        submission = PlanSubmission(
-            plan, worker.reply.stream, self.attempt, tuple(self.evals), self.completes
-        )
-        self.evals.clear()
-        self.completes = None
+        evals, completes = self.take_for_plan()
+        submission = PlanSubmission(plan, worker.reply.stream, self.attempt, evals, completes)
         with worker.tracing.plan_submit(plan, self.attempt) as (span, trace):
             worker.bus.publish(worker.names.requests, [("PlanSubmission", submission)], trace)
             response = worker.reply.wait(
@@ -220,22 +208,11 @@ class StreamPlanner:
             return None
         return worker.snapshot_for(self.delivery.eval)
 
-    def update_eval(self, evaluation: Evaluation) -> None:
-        if self.completed is not None and same_outcome(self.completed, evaluation):
-            return  # committed with the last plan
-        self.final = evaluation
-
-    def create_eval(self, evaluation: Evaluation) -> None:
-        self.evals.append(evaluation)
-
-    def reblock_eval(self, evaluation: Evaluation) -> None:
-        self.final = evaluation
-
     def flush(self) -> str:
         """Send the eval's final status (and evals not yet sent), fenced by the token;
         returns the request's id ("" if there was nothing to send). The answer is not
         awaited here: the worker acks the delivery once it comes (see WorkerService)."""
-        evals = [*self.evals, *([self.final] if self.final else [])]
+        evals = self.unsent()
         if not evals:
             return ""
         if self.acked_by_leader:

@@ -54,3 +54,44 @@ def same_outcome(a: Evaluation, b: Evaluation) -> bool:
     """Two final statuses of one eval that differ at most in when they were written (a
     planner that sent the status with its completing plan drops the scheduler's repeat)."""
     return a == dataclasses.replace(b, modify_time=a.modify_time)
+
+
+class EvalRecords:
+    """What a delivery's planner keeps of the eval records a scheduler writes: evals it
+    creates (sent with the next plan), the final status, and the status a completing plan
+    carries. The worker's StreamPlanner and the leader's LeaderPlanner share it."""
+
+    def __init__(self) -> None:
+        self.evals: list[Evaluation] = []  # created/reblocked evals, sent with the next plan
+        self.final: Evaluation | None = None
+        # The final status to send with the next plan, and the one a plan committed.
+        self.completes: Evaluation | None = None
+        self.completed: Evaluation | None = None
+        # The leader acked the delivery as it committed the completing plan.
+        self.acked_by_leader = False
+
+    def complete_on_commit(self, evaluation: Evaluation) -> None:
+        self.completes = evaluation
+
+    def update_eval(self, evaluation: Evaluation) -> None:
+        if self.completed is not None and same_outcome(self.completed, evaluation):
+            return  # committed with the last plan
+        self.final = evaluation
+
+    def create_eval(self, evaluation: Evaluation) -> None:
+        self.evals.append(evaluation)
+
+    def reblock_eval(self, evaluation: Evaluation) -> None:
+        self.final = evaluation
+
+    def take_for_plan(self) -> tuple[tuple[Evaluation, ...], Evaluation | None]:
+        """The created evals and the completing status to send with a plan (taken)."""
+        evals, completes = tuple(self.evals), self.completes
+        self.evals.clear()
+        self.completes = None
+        return evals, completes
+
+    def unsent(self) -> list[Evaluation]:
+        """What is left to send once the scheduler is done: created evals, then the final
+        status."""
+        return [*self.evals, *([self.final] if self.final else [])]
