@@ -77,6 +77,7 @@ class BrokerService:
             "acked": 0,
             "acked_on_commit": 0,  # of those, by the leader as it committed the plan
             "delivered_local": 0,  # to the leader itself (local_scheduling.py)
+            "acked_local": 0,  # of "acked", settled by the leader itself (not on commit)
             "nacked": 0,
             "stale_acks": 0,
         }
@@ -240,6 +241,7 @@ class BrokerService:
                 if ok:
                     self.broker.ack(eval_id, token)
                     self.stats["acked"] += 1
+                    self.stats["acked_local"] += 1
                     if not in_memory:  # a redelivery's token was written: it goes too
                         self._completed.append(eval_id)
                 else:
