@@ -209,6 +209,10 @@ class LeaderResponse:
     dispatched_job_id: str = ""
     job_create_index: int = 0
     updated: bool = False  # SET_SCHEDULER_CONFIG: False when its check-and-set failed
+    # The leader's latest index as it answered (>= index): a registration of a small job is
+    # answered once the leader has placed it (actors/leader/local_scheduling.py), so a
+    # replica at this index shows the placement too. 0: as `index`.
+    visible_index: int = 0
 
 
 # -- failures ----------------------------------------------------------------------------------

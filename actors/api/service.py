@@ -137,7 +137,9 @@ class ApiService:
                 " when it is back",
             ) from None
         if response.ok and response.index:
-            self.replica.wait_for(response.index, WRITE_VISIBLE_TIMEOUT_S)
+            # What the leader committed before answering (a small job's placement) included.
+            visible = max(response.index, response.visible_index)
+            self.replica.wait_for(visible, WRITE_VISIBLE_TIMEOUT_S)
         return response
 
     def advertise(self, host: str, rpc_port: int = DEFAULT_RPC_PORT) -> None:

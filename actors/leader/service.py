@@ -35,7 +35,7 @@ from actors.leader.core.repeated_requests import repeated_answer
 from actors.leader.durable_log import DurableLog, Fence, NotLeaderError
 from actors.leader.local_scheduling import LocalDeliveries, LocalScheduling
 from actors.leader.plan_hold import PlanHold, PlanHoldMethods
-from actors.leader.service_records import CommitFeed, LeaderStats, StagedCommitLost
+from actors.leader.service_records import CommitFeed, LeaderStats, StagedCommitLost, visible_at
 from actors.leader.snapshots import SnapshotPolicy, SnapshotWriter
 from actors.leader.tracing import LeaderTracing
 from actors.process_settings import after_state_applied, tune_process, when_idle
@@ -280,7 +280,8 @@ class LeaderService(PlanHoldMethods):
                 self._flush_staged()
             finally:
                 self._staged = None
-            self._schedule_locally()  # answered with their placements committed
+            if self._schedule_locally():  # answered with their placements committed
+                answers = [visible_at(a, self.store.latest_index()) for a in answers]
             self.bus.publish_each(answers, maxlen=REPLY_STREAM_MAXLEN)
 
     # -- decisions -----------------------------------------------------------------------------

@@ -149,6 +149,22 @@ def test_jobs_endpoints_over_http(system: DroverSystem) -> None:
     wait_for(lambda: http(system, "GET", "/v1/job/web")[0] == 404)
 
 
+def test_a_small_job_is_placed_when_its_registration_is_answered(system: DroverSystem) -> None:
+    # The leader schedules a small job itself before it answers, and the API answers once
+    # its replica holds what the leader had committed (python-nomad's test_get_allocation
+    # lists a job's allocations right after registering it, as Nomad places that fast).
+    for round_ in range(3):
+        job_id = f"quick-{round_}"
+        job = job_to_nomad(parse_job_file(EXAMPLES / "web.nomad")) | {"ID": job_id, "Name": job_id}
+        status, reply, _ = http(system, "POST", "/v1/jobs", {"Job": job})
+        assert status == 200, reply
+        allocs = http(system, "GET", f"/v1/job/{job_id}/allocations")[1]
+        assert len(allocs) == 5, (round_, allocs)
+        assert {a["EvalID"] for a in allocs} == {reply["EvalID"]}
+        assert http(system, "GET", f"/v1/evaluation/{reply['EvalID']}")[1]["Status"] == "complete"
+        assert http(system, "DELETE", f"/v1/job/{job_id}?purge=true")[0] == 200
+
+
 def test_nodes_and_status_endpoints_over_http(system: DroverSystem) -> None:
     nodes = http(system, "GET", "/v1/nodes?resources=true")[1]
     assert len(nodes) >= 6 and all("NodeResources" in n and n["Drain"] is False for n in nodes)
