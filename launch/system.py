@@ -171,7 +171,7 @@ class DroverSystem:
                     namespace=config.namespace,
                     include_dashboard=config.include_dashboard,
                     log_to_driver=False,
-                    runtime_env={"env_vars": {"PYTHONPATH": _project_root()}},
+                    runtime_env={"env_vars": {"PYTHONPATH": _worker_pythonpath()}},
                 )
             self.started_ray = True
         workers = config.workers or int(ray.cluster_resources().get("CPU", 1)) or 1
@@ -646,3 +646,9 @@ def _logged(what: str, step: Callable[[], object]) -> None:
 
 def _project_root() -> str:
     return str(Path(__file__).resolve().parents[1])
+
+
+def _worker_pythonpath() -> str:
+    """The project first, then the driver's own PYTHONPATH: Ray's `env_vars` replace the
+    variable, and packages installed on it (`pip --target`) would vanish from the actors."""
+    return os.pathsep.join(p for p in (_project_root(), os.environ.get("PYTHONPATH", "")) if p)

@@ -10,6 +10,7 @@ failpoint, `LeaderActor.hold_plans`) keeps plans in flight until the test has wh
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 import ray
 import redis
 
+import launch.system
 from actors.agent.core import FleetSpec
 from actors.leader.service import STALE_TOKEN
 from actors.streams import StreamBus
@@ -357,3 +359,15 @@ def test_leader_restart_resumes_without_loss_or_duplicates(
     allocs = client.wait_for_allocs("post-restart", count=4, timeout_s=60)
     assert sorted(a.name for a in allocs) == [f"post-restart.g[{i}]" for i in range(4)]
     assert overcommitted(system) == []
+
+
+def test_ray_workers_keep_the_drivers_pythonpath_after_the_project(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Ray's env_vars replace PYTHONPATH: packages the driver found through it (a `pip
+    # install --target` directory) must stay visible to the actors.
+    monkeypatch.setenv("PYTHONPATH", "/opt/site")
+    root = str(Path(launch.system.__file__).resolve().parents[1])
+    assert launch.system._worker_pythonpath() == f"{root}{os.pathsep}/opt/site"
+    monkeypatch.delenv("PYTHONPATH")
+    assert launch.system._worker_pythonpath() == root
