@@ -222,6 +222,12 @@ def _autoscaler_loop(api: ApiClient, timeout_s: float = 90.0) -> None:
     job = job_to_nomad(parse_job_file(AUTOSCALED))
     group = job["TaskGroups"][0]["Name"]
     _await_eval(api, api.post("/v1/jobs", {"Job": job}))
+    # Placed is not yet running: the spike is timed from when the agents run its count.
+    deadline = time.monotonic() + timeout_s
+    while _running(api, job["ID"]) < job["TaskGroups"][0]["Count"]:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
     started = time.monotonic()
     seen = [_running(api, job["ID"])]
     print(f"   t={0:>4.0f}s  {group}: {seen[0]} running")
