@@ -153,7 +153,8 @@ class LocalScheduling:
                 self.stats["handed_on"] += 1
                 self.deliveries.hand_to_workers(delivery)
                 break
-            self.schedule(delivery, trace)
+            if not self.schedule(delivery, trace):
+                break  # Redis may be away, or the store stale: the rest go to the workers
             done += 1
         return done
 
@@ -170,8 +171,9 @@ class LocalScheduling:
             self.failed_here.popitem(last=False)
         self.deliveries.settle_local(delivery.eval.id, delivery.token, False, reason)
 
-    def schedule(self, delivery: EvalDelivery, trace: Mapping[str, str]) -> None:
-        """Schedule one delivery on the leader's store; acked, or nacked with the reason."""
+    def schedule(self, delivery: EvalDelivery, trace: Mapping[str, str]) -> bool:
+        """Schedule one delivery on the leader's store; acked (True), or nacked with the
+        reason (False)."""
         self.stats["evals"] += 1
         with self.tracing.evaluation(delivery, trace, "") as span:
             phases = self.tracing.phases()
@@ -191,8 +193,10 @@ class LocalScheduling:
                 self.tracing.record_phases(span, phases)
             if error:
                 self._nack(delivery, error)
-            elif not acked:
+                return False
+            if not acked:
                 self.deliveries.settle_local(delivery.eval.id, delivery.token, True)
+            return True
 
     def _request_id(self) -> str:
         return f"leader-local-{self.incarnation}-{next(self.request_ids)}"

@@ -454,6 +454,11 @@ class LeaderService(PlanHoldMethods):
             except NotLeaderError:
                 self._deposed = True
                 raise
+            except BaseException:
+                # Durable or not is unknown: nothing more is decided on this store until it
+                # is rebuilt from the log (the leader's own scheduling reads it directly).
+                self._lose_store()
+                raise
             if outcome.ok:
                 self.stats.commits += 1
                 try:
@@ -547,7 +552,7 @@ class LeaderService(PlanHoldMethods):
     def _schedule_locally(self) -> int:
         """Between commits (nothing staged): small ready evals scheduled here for up to a
         budget, the rest delivered to the workers (local_scheduling.py)."""
-        if self.local is None or self.broker is None:
+        if self.local is None or self.broker is None or self._store_lost:
             return 0
         scheduled = self.local.run()
         self.stats.local_evals += scheduled

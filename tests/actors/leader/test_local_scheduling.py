@@ -224,3 +224,33 @@ def test_a_redelivered_eval_taken_here_fences_out_its_earlier_holder(
     assert delivery.eval.id == eval_id and delivery.token != first.token
     # The old token no longer passes the commit script.
     assert client.hget(NAMES.tokens_key, eval_id) == delivery.token.encode()
+
+
+def test_a_commit_with_an_unknown_outcome_rebuilds_the_store_and_ends_the_turns_scheduling(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leader, _broker = start(client)
+    first, second = register(leader, job("a")), register(leader, job("b"))
+    real_commit = leader.durable.commit
+    calls: list[int] = []
+
+    def commit_then_lose_the_answer(expected: int, entries: Any, fences: Any) -> Any:
+        calls.append(expected)
+        outcome = real_commit(expected, entries, fences)  # durable...
+        if len(calls) == 1:
+            raise redis.ConnectionError("connection lost")  # ...but the leader never knows
+        return outcome
+
+    monkeypatch.setattr(leader.durable, "commit", commit_then_lose_the_answer)
+    store_before = leader.store
+    leader.poll_once()
+
+    # The store was rebuilt from the log (the lost commit is in it), nothing more was
+    # scheduled on the stale one, and the other eval went to a worker.
+    assert leader.store is not store_before and not leader._store_lost
+    assert leader.store.latest_index() == int(client.xlen(NAMES.log))
+    assert leader.local is not None and leader.local.stats["nacks"] == 1
+    placed = [j for j in ("a", "b") if allocs_of(leader, j)]
+    assert len(placed) == 1  # the commit whose answer was lost
+    assert {d.eval.id for d in delivered(client)} <= {first, second}
+    assert len(delivered(client)) >= 1
