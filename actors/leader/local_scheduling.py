@@ -7,11 +7,11 @@ is the committed state (no replica to catch up), and its plan is applied in the 
 A worker's path costs four process hops (the delivery, the worker's catch-up with the log,
 the plan's submission and its answer) and a replica that decodes every entry; for a small
 job that is many times the ~0.5 ms its scheduling takes. Measured with `bench.stream` on 2
-cores: an idle cluster commits a registration's allocation in ~5 ms instead of ~8, and at
-250 registrations a second the system keeps up (commit p99 ~75 ms) where it fell seconds
-behind; Redis calls per evaluation fall from ~37 to ~20. Larger jobs, and whatever is ready
-once the turn's budget is spent, go to the workers, which schedule in parallel on their
-replicas as before.
+cores (README, Performance): an idle cluster commits a registration's allocation in 5-6.5 ms
+p50 instead of 9-11, and at 250 registrations a second the system keeps up (commit p99
+170-210 ms) where it fell 9 s behind; Redis calls per evaluation fall from ~37 to ~17.
+Larger jobs, and whatever is ready once the turn's budget is spent, go to the workers, which
+schedule in parallel on their replicas as before.
 
 The delivery is an ordinary one (a token, a delivery count, an ack or a nack), so an
 evaluation that fails here is nacked, and its next delivery goes to a worker. Its token is
