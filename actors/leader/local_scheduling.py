@@ -151,7 +151,10 @@ class LocalScheduling:
                 break
             if not small or delivery.eval.id in self.failed_here:
                 self.stats["handed_on"] += 1
-                self.deliveries.hand_to_workers(delivery)
+                try:
+                    self.deliveries.hand_to_workers(delivery)
+                except Exception:  # Redis away: the broker's timeout redelivers it
+                    log.exception("handing eval %s to the workers failed", delivery.eval.id)
                 break
             if not self.schedule(delivery, trace):
                 break  # Redis may be away, or the store stale: the rest go to the workers

@@ -254,3 +254,20 @@ def test_a_commit_with_an_unknown_outcome_rebuilds_the_store_and_ends_the_turns_
     assert len(placed) == 1  # the commit whose answer was lost
     assert {d.eval.id for d in delivered(client)} <= {first, second}
     assert len(delivered(client)) >= 1
+
+
+def test_a_delivery_that_cannot_reach_the_workers_does_not_stop_the_leader(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leader, broker = start(client)
+
+    def unreachable(_deliveries: Any) -> None:
+        raise redis.ConnectionError("Redis is away")
+
+    monkeypatch.setattr(broker, "_publish", unreachable)
+    register(leader, job("big", count=LOCAL_MAX_ALLOCS + 1))
+    leader.poll_once()  # logged, not raised: the broker's nack timeout redelivers it
+    assert leader.local is not None and leader.local.stats["handed_on"] == 1
+    with broker.lock:
+        assert broker.broker.stats().total_unacked == 1
+    assert not delivered(client)
