@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 from actors.api.core import shapes
@@ -50,14 +51,15 @@ def _parse_job(body: dict[str, Any], call: Call) -> tuple[Job, list[str]]:
     return job, warnings
 
 
-def _check_node_pool(state: StateReader, call: Call, job: Job) -> None:
+def _check_node_pool(state: Callable[[], StateReader], call: Call, job: Job) -> None:
     """Nomad's jobNodePoolValidatingHook: the job's pool must exist. drover keeps no pool
     records: a pool exists once a node (or a declared fleet) is in it; `default` and `all`
-    always do."""
+    always do. `state` is called only for another pool: most jobs are in the default one,
+    and a registration need not pay for a snapshot of the API's replica."""
     pool = job.node_pool or "default"
     if pool in ("default", "all"):
         return
-    if any(n.node_pool == pool for n in state.nodes()):
+    if any(n.node_pool == pool for n in state().nodes()):
         return
     if any(f.node_pool == pool for f in call.backend.fleets()):
         return
@@ -130,7 +132,7 @@ def register_job(call: Call) -> ApiResponse:
     if not isinstance(preserve, bool):
         raise bad_request(f"PreserveCounts: expected a boolean, got {preserve!r}")
     eval_priority = _eval_priority(body.get("EvalPriority"), "EvalPriority")
-    _check_node_pool(call.backend.snapshot(), call, job)
+    _check_node_pool(call.backend.snapshot, call, job)
     job = call.backend.package_job(job)
     response = call.write(
         RequestKind.REGISTER_JOB,
@@ -268,7 +270,7 @@ def plan(call: Call) -> ApiResponse:
     # As `run` would register it: local code as its URI (content-addressed), so the plan
     # shows no update where the code did not change.
     state = call.backend.snapshot()
-    _check_node_pool(state, call, job)
+    _check_node_pool(lambda: state, call, job)
     job = call.backend.package_job(job)
     preserve = bool(body.get("PreserveCounts", False))
     try:
