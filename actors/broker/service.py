@@ -189,17 +189,10 @@ class BrokerService:
         send. False (nothing changed) if the delivery is no longer outstanding: the worker
         acks itself and the ack counts as stale."""
         with self.lock:
-            try:
-                self.broker.ack(eval_id, token)
-            except (NotOutstandingError, EvalBrokerError):
+            if not self._settle(eval_id, token, True):
                 return False
-            self.stats["acked"] += 1
             self.stats["acked_on_commit"] += 1
-            self.tracing.settled(eval_id, True)
-            if eval_id in self._local:  # its token was never written
-                self._local.discard(eval_id)
-            else:
-                self._completed.append(eval_id)  # its token goes on the loop's next turn
+            self._forget_token_later(eval_id)
         return True
 
     # -- evaluations the leader schedules itself (actors/leader/local_scheduling.py) ----------
@@ -235,21 +228,37 @@ class BrokerService:
     def settle_local(self, eval_id: str, token: str, ok: bool, reason: str = "") -> None:
         """Ack (or nack, with the reason) a delivery the leader scheduled."""
         with self.lock:
-            in_memory = eval_id in self._local
-            self._local.discard(eval_id)
-            try:
-                if ok:
-                    self.broker.ack(eval_id, token)
-                    self.stats["acked"] += 1
-                    self.stats["acked_local"] += 1
-                    if not in_memory:  # a redelivery's token was written: it goes too
-                        self._completed.append(eval_id)
-                else:
-                    self.broker.nack(eval_id, token, reason)
-                    self.stats["nacked"] += 1
-                self.tracing.settled(eval_id, ok)
-            except (NotOutstandingError, EvalBrokerError):
+            if not self._settle(eval_id, token, ok, reason):
                 self.stats["stale_acks"] += 1
+                self._local.discard(eval_id)
+            elif ok:
+                self.stats["acked_local"] += 1
+                self._forget_token_later(eval_id)
+            else:
+                self._local.discard(eval_id)
+
+    def _settle(self, eval_id: str, token: str, ok: bool, reason: str = "") -> bool:
+        """Ack (or nack) one delivery on the broker core, counted and traced; False if it
+        is no longer outstanding (a late answer: it was or will be redelivered under
+        another token). The caller holds the lock."""
+        try:
+            if ok:
+                self.broker.ack(eval_id, token)
+            else:
+                self.broker.nack(eval_id, token, reason)
+        except (NotOutstandingError, EvalBrokerError):
+            return False
+        self.stats["acked" if ok else "nacked"] += 1
+        self.tracing.settled(eval_id, ok)
+        return True
+
+    def _forget_token_later(self, eval_id: str) -> None:
+        """An acked delivery's token is deleted on the loop's next turn, unless it was never
+        written (a first delivery to the leader itself). The caller holds the lock."""
+        if eval_id in self._local:
+            self._local.discard(eval_id)
+        else:
+            self._completed.append(eval_id)
 
     def _writes_waiting(self) -> bool:
         with self.lock:
@@ -298,19 +307,11 @@ class BrokerService:
         with self.lock:
             for _message_id, _type, ack, _trace in batch:
                 assert isinstance(ack, EvalAck)
-                try:
-                    if ack.outcome is AckOutcome.ACK:
-                        self.broker.ack(ack.eval_id, ack.token)
-                        self.stats["acked"] += 1
-                        done.append(ack.eval_id)
-                    else:
-                        self.broker.nack(ack.eval_id, ack.token, ack.reason)
-                        self.stats["nacked"] += 1
-                    self.tracing.settled(ack.eval_id, ack.outcome is AckOutcome.ACK)
-                except (NotOutstandingError, EvalBrokerError):
-                    # A late ack for a delivery that already timed out: harmless, it was
-                    # (or will be) redelivered under another token.
-                    self.stats["stale_acks"] += 1
+                ok = ack.outcome is AckOutcome.ACK
+                if not self._settle(ack.eval_id, ack.token, ok, ack.reason):
+                    self.stats["stale_acks"] += 1  # a late ack for a timed-out delivery
+                elif ok:
+                    done.append(ack.eval_id)
         if done:
             self._forget_tokens(done)
 

@@ -342,8 +342,8 @@ class LeaderService(PlanHoldMethods):
     def apply_local_plan(
         self, submission: PlanSubmission, trace: Mapping[str, str] | None = None
     ) -> PlanResponse:
-        """A plan the leader's own scheduler made (local_scheduling.py), between turns:
-        committed unfenced (its delivery's token lives in memory; no one else holds it)."""
+        """A plan of the leader's own scheduler (local_scheduling.py): committed unfenced,
+        since its delivery's token lives in memory and no one else holds it."""
         with self.tracing.plan(submission, trace or {}) as span:
             return self._apply_plan_in(submission, span, fenced=False)
 
@@ -550,8 +550,7 @@ class LeaderService(PlanHoldMethods):
         self._deliver()
 
     def _schedule_locally(self) -> int:
-        """Between commits (nothing staged): small ready evals scheduled here for up to a
-        budget, the rest delivered to the workers (local_scheduling.py)."""
+        """Between commits: small ready evals scheduled here, the rest delivered."""
         if self.local is None or self.broker is None or self._store_lost:
             return 0
         scheduled = self.local.run()
@@ -560,8 +559,7 @@ class LeaderService(PlanHoldMethods):
         return scheduled
 
     def _deliver(self) -> None:
-        """Deliver what commits made ready, unless this leader may take it before the
-        turn ends (local_scheduling.py)."""
+        """Deliver what commits made ready, unless this leader may take it this turn."""
         if self.broker is not None and (self.local is None or not self.local.wanted()):
             self.broker.deliver()
 
