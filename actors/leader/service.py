@@ -28,6 +28,7 @@ from concurrent.futures import Future
 import redis
 from opentelemetry.trace import INVALID_SPAN, Span
 
+from actors.leader.commits import CommitMethods
 from actors.leader.core.heartbeats import HeartbeatTracker
 from actors.leader.core.leader import Decision, LeaderCore, plan_completes_eval
 from actors.leader.core.plan_queue import PlanQueue
@@ -35,12 +36,12 @@ from actors.leader.core.repeated_requests import repeated_answer
 from actors.leader.durable_log import DurableLog, Fence, NotLeaderError
 from actors.leader.local_scheduling import LocalDeliveries, LocalScheduling
 from actors.leader.plan_hold import PlanHold, PlanHoldMethods
-from actors.leader.service_records import CommitFeed, LeaderStats, StagedCommitLost, visible_at
+from actors.leader.service_records import CommitFeed, LeaderStats, visible_at
 from actors.leader.snapshots import SnapshotPolicy, SnapshotWriter
 from actors.leader.tracing import LeaderTracing
 from actors.process_settings import after_state_applied, tune_process, when_idle
 from actors.runtime.reconnect import UNREACHABLE, Reconnecting
-from actors.runtime.snapshots import SnapshotStore, load_latest
+from actors.runtime.snapshots import SnapshotStore
 from actors.state import StateSnapshot, StateStore
 from actors.streams import GroupConsumer, StreamBus
 from actors.streams.envelope import registry_of
@@ -55,7 +56,7 @@ from contracts.messages import (
     PlanSubmission,
     RequestKind,
 )
-from contracts.state_log import LogEntry, StateChange, decode_entry
+from contracts.state_log import LogEntry
 from observability import Telemetry
 
 log = logging.getLogger(__name__)
@@ -63,12 +64,11 @@ log = logging.getLogger(__name__)
 
 LEADER_MESSAGES = registry_of(PlanSubmission, LeaderRequest)
 STALE_TOKEN = "eval token is no longer outstanding (the eval was redelivered)"
-APPLIED_REQUESTS_KEPT = 100_000
 # Answers are read as they come; the cap only bounds a stream whose reader went away.
 REPLY_STREAM_MAXLEN = 10_000
 
 
-class LeaderService(PlanHoldMethods):
+class LeaderService(CommitMethods, PlanHoldMethods):
     def __init__(
         self,
         client: redis.Redis,
@@ -172,16 +172,17 @@ class LeaderService(PlanHoldMethods):
         while not self._calls.empty():
             self._calls.get_nowait()()
         handled += self._schedule_locally()  # what the turn's other work made ready
-        expired = self.heartbeats.expired(time.monotonic())
+        now = time.monotonic()
+        expired = self.heartbeats.expired(now)
         if expired:
-            self._commit(self.core.mark_nodes_down(expired))
+            try:
+                self._redecided(lambda: self._commit(self.core.mark_nodes_down(expired)))
+            except BaseException:
+                self.heartbeats.overdue(expired, now)  # still down: tried again next turn
+                raise
         due_at = self.core.deadlines.next_at()
         if due_at is not None and due_at <= self._now_ns():
-            try:
-                self._commit(self.core.due())  # drain deadlines, runs' wait limits
-            except Exception:
-                self.core.rebuild_deadlines()  # what was popped is due again next turn
-                raise
+            self._redecided(self._commit_due)
         # Heartbeats alone change nothing: a turn counts as busy for the heap pacer only if
         # it committed something (agents beat every few seconds; each would otherwise keep
         # the idle sweep off for good).
@@ -191,6 +192,14 @@ class LeaderService(PlanHoldMethods):
         else:
             when_idle()
         return handled
+
+    def _commit_due(self) -> int | None:
+        """Drain what is due (deadlines, runs' wait limits) and commit it."""
+        try:
+            return self._commit(self.core.due())
+        except BaseException:
+            self.core.rebuild_deadlines()  # what was popped is due again
+            raise
 
     def _snapshot_if_due(self) -> None:
         """Start a background snapshot once enough was committed since the last (between
@@ -286,12 +295,6 @@ class LeaderService(PlanHoldMethods):
 
     # -- decisions -----------------------------------------------------------------------------
 
-    def _remember(self, entry: LogEntry) -> None:
-        if entry.request_id:
-            self.applied[entry.request_id] = entry.index
-            if len(self.applied) > APPLIED_REQUESTS_KEPT:
-                self.applied.popitem(last=False)
-
     def handle(
         self, request: LeaderRequest, trace: Mapping[str, str] | None = None
     ) -> LeaderResponse:
@@ -303,6 +306,9 @@ class LeaderService(PlanHoldMethods):
 
     def _handle(self, request: LeaderRequest, span: Span) -> LeaderResponse:
         self.stats.requests += 1
+        return self._redecided(lambda: self._decide(request, span))
+
+    def _decide(self, request: LeaderRequest, span: Span) -> LeaderResponse:
         done = self.applied.get(request.request_id) if request.request_id else None
         if done is not None:
             return self._repeated(request, done)
@@ -356,6 +362,9 @@ class LeaderService(PlanHoldMethods):
     def _apply_plan_in(
         self, submission: PlanSubmission, span: Span, *, fenced: bool = True
     ) -> PlanResponse:
+        return self._redecided(lambda: self._decide_plan(submission, span, fenced))
+
+    def _decide_plan(self, submission: PlanSubmission, span: Span, fenced: bool) -> PlanResponse:
         """Decide, commit and answer one plan. A committed plan is answered as soon as its
         commit is durable, before this leader applies it to its own store."""
         started = time.monotonic()
@@ -429,126 +438,6 @@ class LeaderService(PlanHoldMethods):
             )
         return response
 
-    def _commit(
-        self,
-        changes: Sequence[StateChange],
-        fence: Fence | None = None,
-        request_id: str = "",
-        on_durable: Callable[[int], None] | None = None,
-        trace: dict[str, str] | None = None,
-    ) -> int | None:
-        """Make changes durable, then apply them. None if the fence's token is stale.
-        on_durable(index) runs between the two (to answer before the local apply)."""
-        if not changes:
-            return self.store.latest_index()
-        if self._staged is not None:
-            if fence is None and on_durable is None:
-                return self._stage(changes, request_id, trace)
-            self._flush_staged()  # a fenced commit expects the durable log's index
-        for _ in range(3):
-            expected = self.store.latest_index()
-            entries = self._entries(changes, request_id, trace)
-            fences = [fence] + [None] * (len(entries) - 1)
-            try:
-                outcome = self.durable.commit(expected, entries, fences)
-            except NotLeaderError:
-                self._deposed = True
-                raise
-            except BaseException:
-                # Durable or not is unknown: nothing more is decided on this store until it
-                # is rebuilt from the log (the leader's own scheduling reads it directly).
-                self._lose_store()
-                raise
-            if outcome.ok:
-                self.stats.commits += 1
-                try:
-                    if on_durable is not None:
-                        on_durable(outcome.index)
-                finally:  # durable: the store follows even if answering failed
-                    for entry in entries:
-                        self.store.apply(entry)
-                        self._remember(entry)
-                        self._feed(entry)
-                    self.stats.index = outcome.index
-                self._deliver()
-                return outcome.index
-            if outcome.reason.startswith("token:"):
-                return None
-            # The log moved under us (it should not while we hold the term): catch up, retry.
-            # What was committed meanwhile is remembered too, so that its requests are
-            # answered, not applied again, if they come here.
-            for entry in self.durable.entries_after(self.store.latest_index()):
-                self.store.apply(entry)
-                self._remember(entry)
-                self._feed(entry)
-            self.stats.index = self.store.latest_index()
-        raise RuntimeError("could not commit after catching up with the log three times")
-
-    # -- staged commits (a batch's unfenced requests) ------------------------------------------
-
-    def _stage(
-        self, changes: Sequence[StateChange], request_id: str, trace: dict[str, str] | None
-    ) -> int:
-        """Apply `changes` now, durable at the batch's flush. Only unfenced changes are
-        staged: nothing but a lost term (or a moved log, which a leader holding its term
-        never sees) can refuse them, and either way the store is rebuilt from the log."""
-        assert self._staged is not None
-        for entry in self._entries(changes, request_id, trace):
-            self.store.apply(entry)
-            self._remember(entry)
-            self._staged.append(entry)
-        return self.store.latest_index()
-
-    def _entries(
-        self, changes: Sequence[StateChange], request_id: str, trace: dict[str, str] | None
-    ) -> list[LogEntry]:
-        """`changes` as the log entries after the store's latest index: records stamped
-        once here (no follower copies them again), the request id on the last one, the
-        commit time on all (a staged entry's is when it was decided: durable within its
-        batch)."""
-        expected = self.store.latest_index()
-        now_ns = time.time_ns()
-        return [
-            LogEntry(
-                expected + i + 1,
-                self.stats.term,
-                self.store.stamped(change, expected + i + 1),
-                request_id if i == len(changes) - 1 else "",
-                trace=trace or {},
-                committed_ns=now_ns,
-            )
-            for i, change in enumerate(changes)
-        ]
-
-    def _flush_staged(self) -> None:
-        staged = self._staged
-        if not staged:
-            return
-        self._staged = []
-        try:
-            outcome = self.durable.commit(staged[0].index - 1, staged, [None] * len(staged))
-        except NotLeaderError:
-            self._deposed = True  # the loop stops; nothing more is decided on this store
-            raise
-        except BaseException:
-            # Redis unreachable, or the answer lost: the entries may or may not be durable.
-            # The store is ahead of what is known to be, so it is rebuilt from the log.
-            self._lose_store()
-            raise
-        if not outcome.ok:
-            # The log moved under the staged entries: rebuild the store from the log and let
-            # the consumer retry the batch's messages one by one (each request id is applied
-            # at most once, and a plan already committed is answered, not applied again).
-            self._lose_store()
-            raise StagedCommitLost(
-                f"{len(staged)} staged entries at {staged[0].index}: {outcome.reason}"
-            )
-        self.stats.index = outcome.index
-        self.stats.commits += 1
-        for entry in staged:  # durable now: the broker may act on them
-            self._feed(entry)
-        self._deliver()
-
     def _schedule_locally(self) -> int:
         """Between commits: small ready evals scheduled here, the rest delivered."""
         if self.local is None or self.broker is None or self._store_lost:
@@ -562,44 +451,3 @@ class LeaderService(PlanHoldMethods):
         """Deliver what commits made ready, unless this leader may take it this turn."""
         if self.broker is not None and (self.local is None or not self.local.wanted()):
             self.broker.deliver()
-
-    def _feed(self, entry: LogEntry) -> None:
-        if self.broker is not None:
-            self.broker.on_commit(entry, self.store)
-
-    def _lose_store(self) -> None:
-        """Rebuild the store from the log now if Redis answers, else before the next turn."""
-        self._store_lost = True
-        try:
-            self._reload()
-        except redis.RedisError:
-            log.warning("rebuilding the leader's store from the log failed; retrying")
-
-    def _reload(self) -> None:
-        """A fresh store (and core over it) from the latest snapshot and the log after it,
-        swapped in only once complete (the actor's reads take snapshots of `store` from
-        other threads)."""
-        store = StateStore()
-        applied: OrderedDict[str, int] = OrderedDict()
-        broker = self.broker
-        if broker is not None:
-            broker.reset()  # fed everything again below, as the store is rebuilt
-        header = load_latest(
-            self.snapshots, store, decode_entry, listener=broker.on_commit if broker else None
-        )
-        if header is not None:
-            applied.update(header.requests)
-        self.snapshot_writer.loaded(store.latest_index(), self.durable.appended_bytes)
-        for entry in self.durable.entries_after(store.latest_index()):
-            store.apply(entry)
-            if broker is not None:
-                broker.on_commit(entry, store)
-            if entry.request_id:
-                applied[entry.request_id] = entry.index
-                if len(applied) > APPLIED_REQUESTS_KEPT:
-                    applied.popitem(last=False)
-        self.store, self.applied = store, applied
-        self.core = LeaderCore(store, now_ns=self._now_ns, new_id=lambda: str(uuid.uuid4()))
-        self.core.rebuild_deadlines()
-        self.stats.index = store.latest_index()
-        self._store_lost = False

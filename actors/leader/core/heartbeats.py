@@ -45,6 +45,16 @@ class HeartbeatTracker:
         if len(self._heap) > 2 * len(self._live) + 64:
             self._compact()
 
+    def overdue(self, node_ids: list[str], now: float) -> None:
+        """Nodes `expired` reported whose handling failed (their commit did not go through):
+        reported again by the next `expired`, unless they beat first."""
+        for node_id in node_ids:
+            if node_id in self._live:
+                continue  # beat meanwhile
+            seq = next(self._seq)
+            self._live[node_id] = (now, seq)
+            heapq.heappush(self._heap, (now, seq, node_id))
+
     def forget(self, node_id: str) -> None:
         """Stop tracking a node (deregistered, or already handled as down)."""
         self._live.pop(node_id, None)

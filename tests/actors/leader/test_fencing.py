@@ -12,7 +12,7 @@ from actors.leader.durable_log import DurableLog
 from actors.leader.service import STALE_TOKEN
 from contracts import Evaluation, Job, Resources, Task, TaskGroup
 from contracts.messages import LeaderRequest, LeaderResponse, PlanResponse, RequestKind
-from contracts.state_log import LogEntry, UpsertEvals
+from contracts.state_log import DeleteNodes, LogEntry, UpsertEvals
 
 
 def job() -> Job:
@@ -66,7 +66,7 @@ def test_an_eval_update_with_a_superseded_token_is_refused(harness: Any) -> None
     assert "final" not in service.applied  # refused, so a retry is decided afresh
 
 
-def test_a_log_moved_underneath_the_leader_is_caught_up_and_the_commit_retried(
+def test_a_log_moved_underneath_the_leader_is_caught_up_and_the_plan_decided_again(
     harness: Any,
 ) -> None:
     service = harness.leader()
@@ -90,11 +90,37 @@ def test_a_log_moved_underneath_the_leader_is_caught_up_and_the_commit_retried(
     assert service.store.eval("e0") is not None  # the leader applied the other entry too
     assert len(service.store.allocs_by_job("default", "web")) == 1
     assert service.store.latest_index() == service.stats.index == index + 2
+    assert service.stats.log_moved == 1
 
     # What it caught up with is remembered: that request, delivered here, is not reapplied.
     again = service.handle(theirs)
     assert (again.ok, again.index) == (True, index + 1)
     assert harness.log_length() == index + 2
+
+
+def test_a_plan_decided_again_after_the_log_moved_is_checked_on_the_nodes_as_they_now_are(
+    harness: Any,
+) -> None:
+    """The plan was checked against a store that lacked the appended entry (its node is gone
+    in the log): committing it as decided would place an allocation on a deleted node."""
+    service = harness.leader()
+    (node,) = harness.nodes(service, 1)
+    index = service.store.latest_index()
+    other = DurableLog(harness.client, harness.names)
+    other.term = service.stats.term
+    gone = LogEntry(index + 1, other.term, DeleteNodes((node,)), request_id="theirs")
+    assert other.commit(index, [gone], [None]).ok
+
+    harness.send(harness.plan("e1", {node: 1}))
+    service.poll_once()
+    (answer,) = harness.answers()
+    assert isinstance(answer, PlanResponse) and not answer.error
+    assert [r.node_id for r in answer.result.rejected_nodes] == [node]
+    assert not answer.result.alloc_index
+    assert service.stats.log_moved == 1 and service.stats.partial_plans == 1
+    assert service.store.node(node) is None
+    assert not service.store.allocs_by_job("default", "web")
+    assert harness.log_length() == index + 1  # nothing committed over the other entry
 
 
 def test_a_request_delivered_again_is_applied_once_and_answered_alike(

@@ -272,3 +272,35 @@ def test_a_repeated_registration_is_answered_as_the_first_time(client: redis.Red
         original.eval_id,
         original.job_modify_index,
     )
+
+
+def test_nodes_whose_down_marking_failed_to_commit_are_marked_down_next_turn(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis went away as the leader committed missed heartbeats: the nodes are not
+    forgotten (they beat no more, so nothing else would ever mark them down)."""
+    from contracts import DriverInfo, Node, NodeResources, NodeStatus
+
+    service = LeaderService(client, NAMES, heartbeat_ttl_s=0.05)
+    service.start()
+    node = Node(
+        id="n1",
+        name="n1",
+        status=NodeStatus.READY,
+        drivers={"mock": DriverInfo()},
+        node_resources=NodeResources(cpu=1000, memory_mb=1024, disk_mb=1000),
+    ).with_computed_class()
+    assert service.handle(LeaderRequest(RequestKind.UPSERT_NODES, request_id="n", nodes=(node,))).ok
+    time.sleep(0.1)
+    commit = service.durable.commit
+
+    def away(*args: Any, **kwargs: Any) -> Any:
+        raise redis.ConnectionError("Redis went away")
+
+    monkeypatch.setattr(service.durable, "commit", away)
+    with pytest.raises(redis.ConnectionError):
+        service.poll_once()
+    monkeypatch.setattr(service.durable, "commit", commit)
+    service.poll_once()  # rebuilds the store, then marks the node down
+    stored = service.store.node("n1")
+    assert stored is not None and stored.status is NodeStatus.DOWN

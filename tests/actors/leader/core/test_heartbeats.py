@@ -89,3 +89,19 @@ def test_matches_a_naive_scan(ops: list[tuple[str, str, float]]) -> None:
             assert sorted(got) == sorted(n for _, n in want)
             for n in got:
                 del last[n]
+
+
+def test_overdue_nodes_are_reported_again_unless_they_beat() -> None:
+    """A node whose down-marking failed to commit is reported by the next `expired`."""
+    hb = HeartbeatTracker(ttl_s=1.0)
+    hb.beat("a", 0.0)
+    hb.beat("b", 0.0)
+    assert hb.expired(5.0) == ["a", "b"]
+    hb.overdue(["a", "b"], 5.0)
+    assert "a" in hb and hb.deadline("a") == 5.0
+    hb.beat("b", 5.5)  # b came back before the retry
+    assert hb.expired(5.6) == ["a"]
+    assert hb.expired(5.7) == []
+    hb.beat("c", 0.0)
+    hb.overdue(["c"], 0.5)  # already tracked: its own deadline stands
+    assert hb.deadline("c") == 1.0

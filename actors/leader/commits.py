@@ -1,0 +1,243 @@
+"""The leader's commits (a mixin of LeaderService): every decision becomes durable through
+the fenced durable log (commit.lua) and only then is applied to the store.
+
+- `_commit`: one decision's changes, fenced by a delivery token if it has one. On an unknown
+  outcome (Redis away, the answer lost) the store is rebuilt from the log before anything
+  else is decided on it.
+- `_stage`/`_flush_staged`: a batch's unfenced requests, applied at once and made durable by
+  one commit at the batch's end.
+- A log that moved under a commit (an entry appended that this leader's store lacks, which
+  should not happen while it holds the term) is caught up, and the caller decides again
+  (`_redecided`): changes decided on a store that lacked the appended entries are never
+  committed as they are.
+- `_reload`: the store rebuilt from the latest snapshot and the log after it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+import redis
+
+from actors.leader.core.leader import LeaderCore
+from actors.leader.durable_log import DurableLog, Fence, NotLeaderError
+from actors.leader.service_records import CommitFeed, LeaderStats, StagedCommitLost
+from actors.leader.snapshots import SnapshotWriter
+from actors.runtime.snapshots import SnapshotStore, load_latest
+from actors.state import StateStore
+from contracts.state_log import LogEntry, StateChange, decode_entry
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+APPLIED_REQUESTS_KEPT = 100_000
+# Decisions made again after the log moved under their commit, before giving up.
+COMMIT_ATTEMPTS = 3
+
+
+class LogMoved(RuntimeError):
+    """The log had entries this leader's store lacked; the store has caught up with them and
+    the decision must be made again."""
+
+
+class CommitMethods:
+    store: StateStore
+    core: LeaderCore
+    durable: DurableLog
+    snapshots: SnapshotStore
+    snapshot_writer: SnapshotWriter
+    broker: CommitFeed | None
+    stats: LeaderStats
+    applied: OrderedDict[str, int]
+    _staged: list[LogEntry] | None
+    _store_lost: bool
+    _deposed: bool
+    _now_ns: Callable[[], int]
+
+    def _deliver(self) -> None:
+        raise NotImplementedError
+
+    def _remember(self, entry: LogEntry) -> None:
+        if entry.request_id:
+            self.applied[entry.request_id] = entry.index
+            if len(self.applied) > APPLIED_REQUESTS_KEPT:
+                self.applied.popitem(last=False)
+
+    def _commit(
+        self,
+        changes: Sequence[StateChange],
+        fence: Fence | None = None,
+        request_id: str = "",
+        on_durable: Callable[[int], None] | None = None,
+        trace: dict[str, str] | None = None,
+    ) -> int | None:
+        """Make changes durable, then apply them. None if the fence's token is stale.
+        on_durable(index) runs between the two (to answer before the local apply)."""
+        if not changes:
+            return self.store.latest_index()
+        if self._staged is not None:
+            if fence is None and on_durable is None:
+                return self._stage(changes, request_id, trace)
+            self._flush_staged()  # a fenced commit expects the durable log's index
+        expected = self.store.latest_index()
+        entries = self._entries(changes, request_id, trace)
+        fences = [fence] + [None] * (len(entries) - 1)
+        try:
+            outcome = self.durable.commit(expected, entries, fences)
+        except NotLeaderError:
+            self._deposed = True
+            raise
+        except BaseException:
+            # Durable or not is unknown: nothing more is decided on this store until it
+            # is rebuilt from the log (the leader's own scheduling reads it directly).
+            self._lose_store()
+            raise
+        if outcome.ok:
+            self.stats.commits += 1
+            try:
+                if on_durable is not None:
+                    on_durable(outcome.index)
+            finally:  # durable: the store follows even if answering failed
+                for entry in entries:
+                    self.store.apply(entry)
+                    self._remember(entry)
+                    self._feed(entry)
+                self.stats.index = outcome.index
+            self._deliver()
+            return outcome.index
+        if outcome.reason.startswith("token:"):
+            return None
+        # The log moved under us (it should not while we hold the term). The changes were
+        # decided on a store that lacks what was appended, so they are not retried as they
+        # are: the store catches up and the caller decides again (`_redecided`). What was
+        # committed meanwhile is remembered too, so that its requests are answered, not
+        # applied again, if they come here.
+        self.stats.log_moved += 1
+        for entry in self.durable.entries_after(self.store.latest_index()):
+            self.store.apply(entry)
+            self._remember(entry)
+            self._feed(entry)
+        self.stats.index = self.store.latest_index()
+        raise LogMoved(f"the log was at {outcome.index}, not {expected}")
+
+    def _redecided(self, decide_and_commit: Callable[[], T]) -> T:
+        """Run a decision and its commit; if the log moved under the commit, decide again on
+        the caught-up store (a plan is checked again against the nodes as they now are)."""
+        for _ in range(COMMIT_ATTEMPTS):
+            try:
+                return decide_and_commit()
+            except LogMoved:
+                continue
+        raise RuntimeError(f"the log moved under {COMMIT_ATTEMPTS} commits in a row")
+
+    # -- staged commits (a batch's unfenced requests) ------------------------------------------
+
+    def _stage(
+        self, changes: Sequence[StateChange], request_id: str, trace: dict[str, str] | None
+    ) -> int:
+        """Apply `changes` now, durable at the batch's flush. Only unfenced changes are
+        staged: nothing but a lost term (or a moved log, which a leader holding its term
+        never sees) can refuse them, and either way the store is rebuilt from the log."""
+        assert self._staged is not None
+        for entry in self._entries(changes, request_id, trace):
+            self.store.apply(entry)
+            self._remember(entry)
+            self._staged.append(entry)
+        return self.store.latest_index()
+
+    def _entries(
+        self, changes: Sequence[StateChange], request_id: str, trace: dict[str, str] | None
+    ) -> list[LogEntry]:
+        """`changes` as the log entries after the store's latest index: records stamped
+        once here (no follower copies them again), the request id on the last one, the
+        commit time on all (a staged entry's is when it was decided: durable within its
+        batch)."""
+        expected = self.store.latest_index()
+        now_ns = time.time_ns()
+        return [
+            LogEntry(
+                expected + i + 1,
+                self.stats.term,
+                self.store.stamped(change, expected + i + 1),
+                request_id if i == len(changes) - 1 else "",
+                trace=trace or {},
+                committed_ns=now_ns,
+            )
+            for i, change in enumerate(changes)
+        ]
+
+    def _flush_staged(self) -> None:
+        staged = self._staged
+        if not staged:
+            return
+        self._staged = []
+        try:
+            outcome = self.durable.commit(staged[0].index - 1, staged, [None] * len(staged))
+        except NotLeaderError:
+            self._deposed = True  # the loop stops; nothing more is decided on this store
+            raise
+        except BaseException:
+            # Redis unreachable, or the answer lost: the entries may or may not be durable.
+            # The store is ahead of what is known to be, so it is rebuilt from the log.
+            self._lose_store()
+            raise
+        if not outcome.ok:
+            # The log moved under the staged entries: rebuild the store from the log and let
+            # the consumer retry the batch's messages one by one (each request id is applied
+            # at most once, and a plan already committed is answered, not applied again).
+            self._lose_store()
+            raise StagedCommitLost(
+                f"{len(staged)} staged entries at {staged[0].index}: {outcome.reason}"
+            )
+        self.stats.index = outcome.index
+        self.stats.commits += 1
+        for entry in staged:  # durable now: the broker may act on them
+            self._feed(entry)
+        self._deliver()
+
+    def _feed(self, entry: LogEntry) -> None:
+        if self.broker is not None:
+            self.broker.on_commit(entry, self.store)
+
+    def _lose_store(self) -> None:
+        """Rebuild the store from the log now if Redis answers, else before the next turn."""
+        self._store_lost = True
+        try:
+            self._reload()
+        except redis.RedisError:
+            log.warning("rebuilding the leader's store from the log failed; retrying")
+
+    def _reload(self) -> None:
+        """A fresh store (and core over it) from the latest snapshot and the log after it,
+        swapped in only once complete (the actor's reads take snapshots of `store` from
+        other threads)."""
+        store = StateStore()
+        applied: OrderedDict[str, int] = OrderedDict()
+        broker = self.broker
+        if broker is not None:
+            broker.reset()  # fed everything again below, as the store is rebuilt
+        header = load_latest(
+            self.snapshots, store, decode_entry, listener=broker.on_commit if broker else None
+        )
+        if header is not None:
+            applied.update(header.requests)
+        self.snapshot_writer.loaded(store.latest_index(), self.durable.appended_bytes)
+        for entry in self.durable.entries_after(store.latest_index()):
+            store.apply(entry)
+            if broker is not None:
+                broker.on_commit(entry, store)
+            if entry.request_id:
+                applied[entry.request_id] = entry.index
+                if len(applied) > APPLIED_REQUESTS_KEPT:
+                    applied.popitem(last=False)
+        self.store, self.applied = store, applied
+        self.core = LeaderCore(store, now_ns=self._now_ns, new_id=lambda: str(uuid.uuid4()))
+        self.core.rebuild_deadlines()
+        self.stats.index = store.latest_index()
+        self._store_lost = False
