@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -86,6 +87,16 @@ class ReschedulePolicy:
     interval_s: float = 0.0
     delay_s: float = 30.0
     unlimited: bool = True
+
+    def allows_another(self, reschedule_times_ns: Iterable[int], now_ns: int) -> bool:
+        """Whether an allocation rescheduled at these times may be rescheduled once more
+        (Nomad's RescheduleEligible: fewer than `attempts` within the last `interval_s`)."""
+        if self.unlimited:
+            return True
+        if self.attempts <= 0:
+            return False
+        window_start = now_ns - int(self.interval_s * 1e9)
+        return sum(1 for t in reschedule_times_ns if t >= window_start) < self.attempts
 
 
 DEFAULT_SERVICE_RESCHEDULE = ReschedulePolicy(

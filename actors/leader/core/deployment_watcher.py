@@ -8,9 +8,13 @@ service checks, so "checks" and "task_states" both mean every task running, whic
 the client's "running" report says.
 
 Decisions after each health change, as Nomad's watcher makes them:
-- an unhealthy allocation fails the deployment; with `auto_revert` the job goes back to its
-  latest stable version (a new version and eval); a group that made no progress by its
-  `progress_deadline` fails it the same way;
+- an unhealthy allocation fails the deployment when its group has no `progress_deadline`
+  (0), or when it is out of reschedule attempts; with `auto_revert` the job goes back to
+  its latest stable version (a new version and eval). Otherwise (Nomad's
+  shouldFailEarly) it is allowed a replacement: its desired transition `reschedule` is set
+  (the reconciler replaces a failed allocation of an active deployment only then) and
+  an eval follows. A group that made no progress by its `progress_deadline` fails the
+  deployment the same way;
 - every group healthy at its count (and promoted, if it had canaries): the deployment is
   successful and the job version stable;
 - all canaries healthy and every canary group `auto_promote`: the deployment is promoted;
@@ -42,8 +46,14 @@ from contracts.deployment import (
     DeploymentStatus,
 )
 from contracts.errors import NotFoundError, ValidationError
-from contracts.job import JobType, UpdateStrategy
-from contracts.state_log import AllocClientUpdate, StateChange, UpsertDeployments, UpsertEvals
+from contracts.job import DEFAULT_SERVICE_RESCHEDULE, JobType, UpdateStrategy
+from contracts.state_log import (
+    AllocClientUpdate,
+    StateChange,
+    UpsertAllocs,
+    UpsertDeployments,
+    UpsertEvals,
+)
 
 NS_PER_S = 1_000_000_000
 EvalFactory = Callable[[str, str, str, TriggeredBy], Evaluation]
@@ -59,6 +69,7 @@ class Pending:
         self.records: dict[str, Deployment] = {}
         self.evals: dict[tuple[str, str], Evaluation] = {}
         self.other: list[StateChange] = []
+        self.allocs: dict[str, Allocation] = {}  # marked for replacement
 
     def get(self, deployment_id: str) -> Deployment | None:
         return self.records.get(deployment_id) or self.state.deployment(deployment_id)
@@ -82,6 +93,8 @@ class Pending:
         if self.records:
             out.append(UpsertDeployments(tuple(self.records.values())))
         out += self.other
+        if self.allocs:
+            out.append(UpsertAllocs(tuple(self.allocs.values())))
         if self.evals:
             out.append(UpsertEvals(tuple(self.evals.values())))
         return out
@@ -226,8 +239,12 @@ class DeploymentWatcher:
         deployment: Deployment,
         healthy: Iterable[str],
         unhealthy: Iterable[str],
+        *,
+        by_user: bool = False,
     ) -> None:
-        """Record allocations' health and decide what follows."""
+        """Record allocations' health and decide what follows (`by_user`: set through the
+        API, where an unhealthy allocation always fails the deployment)."""
+        unhealthy = tuple(unhealthy)
         groups = dict(deployment.task_groups)
         now = self.now_ns()
         for ids, is_healthy in ((healthy, True), (unhealthy, False)):
@@ -255,14 +272,23 @@ class DeploymentWatcher:
         updated = dataclasses.replace(deployment, task_groups=groups, modify_time=now)
         pending.put(updated)
         self._time_progress(deadlines, updated)
-        self._decide(deadlines, pending, updated)
+        self._decide(deadlines, pending, updated, fail_on_unhealthy=by_user and bool(unhealthy))
 
-    def _decide(self, deadlines: Deadlines, pending: Pending, deployment: Deployment) -> None:
+    def _decide(
+        self,
+        deadlines: Deadlines,
+        pending: Pending,
+        deployment: Deployment,
+        *,
+        fail_on_unhealthy: bool = False,
+    ) -> None:
         if not deployment.active:
             return
         if any(state.unhealthy_ids for state in deployment.task_groups.values()):
-            self.fail(deadlines, pending, deployment, DESCRIPTION_FAILED_ALLOCATIONS)
-            return
+            if fail_on_unhealthy or self._fails_early(deployment):
+                self.fail(deadlines, pending, deployment, DESCRIPTION_FAILED_ALLOCATIONS)
+                return
+            self._allow_replacements(pending, deployment)
         if all(_group_done(s) for s in deployment.task_groups.values()):
             pending.put(
                 dataclasses.replace(
@@ -278,6 +304,52 @@ class DeploymentWatcher:
             deployment = _promoted(deployment, None, self.now_ns())
             pending.put(deployment)
         if deployment.status is DeploymentStatus.RUNNING:
+            pending.evaluate(deployment)
+
+    def _unhealthy_live(
+        self, deployment: Deployment
+    ) -> Iterable[tuple[DeploymentState, Allocation]]:
+        """Unhealthy allocations not yet stopped or replaced, with their group's state."""
+        for state in deployment.task_groups.values():
+            for alloc_id in state.unhealthy_ids:
+                alloc = self.state.alloc(alloc_id)
+                if alloc is not None and not alloc.server_terminal() and not alloc.next_allocation:
+                    yield state, alloc
+
+    def _fails_early(self, deployment: Deployment) -> bool:
+        """Nomad's shouldFailEarly: an unhealthy allocation fails the deployment at once if
+        its group has no progress deadline, or if it cannot be rescheduled again (waiting
+        for the deadline could bring no healthy replacement)."""
+        if any(
+            s.unhealthy_ids and s.progress_deadline_s <= 0 for s in deployment.task_groups.values()
+        ):
+            return True
+        job = self._job(deployment)
+        now = self.now_ns()
+        for _state, alloc in self._unhealthy_live(deployment):
+            tg = job.lookup_task_group(alloc.task_group) if job is not None else None
+            policy = (
+                tg.reschedule_policy if tg is not None else None
+            ) or DEFAULT_SERVICE_RESCHEDULE
+            times = (e.reschedule_time for e in alloc.reschedule_events)
+            if not policy.allows_another(times, now):
+                return True
+        return False
+
+    def _allow_replacements(self, pending: Pending, deployment: Deployment) -> None:
+        """Unhealthy allocations marked for replacement (Nomad's allowReplacements), with an
+        eval for the scheduler to place them."""
+        now = self.now_ns()
+        marked = False
+        for _state, alloc in self._unhealthy_live(deployment):
+            if alloc.desired_transition.reschedule or alloc.id in pending.allocs:
+                continue
+            transition = dataclasses.replace(alloc.desired_transition, reschedule=True)
+            pending.allocs[alloc.id] = dataclasses.replace(
+                alloc, desired_transition=transition, modify_time=now
+            )
+            marked = True
+        if marked:
             pending.evaluate(deployment)
 
     def _mark_stable(self, pending: Pending, deployment: Deployment) -> None:
@@ -415,7 +487,9 @@ class DeploymentWatcher:
                 raise ValidationError(
                     f"Deployment {deployment.id!r} has no allocation {alloc_id!r}"
                 )
-        self.set_health(deadlines, pending, deployment, healthy, unhealthy)
+        # Nomad's SetAllocHealth: allocations a user says are unhealthy fail the
+        # deployment whatever its progress deadline.
+        self.set_health(deadlines, pending, deployment, healthy, unhealthy, by_user=True)
 
 
 def _group_done(state: DeploymentState) -> bool:

@@ -159,13 +159,7 @@ def tainted_nodes(
 
 
 def _reschedulable(alloc: Allocation, policy: ReschedulePolicy, now_ns: int) -> bool:
-    if policy.unlimited:
-        return True
-    if policy.attempts <= 0:
-        return False
-    window_start = now_ns - int(policy.interval_s * 1e9)
-    recent = sum(1 for e in alloc.reschedule_events if e.reschedule_time >= window_start)
-    return recent < policy.attempts
+    return policy.allows_another((e.reschedule_time for e in alloc.reschedule_events), now_ns)
 
 
 class Reconciler:
@@ -265,6 +259,19 @@ class Reconciler:
         node = self.tainted[alloc.node_id]
         return node is None or node.status in (NodeStatus.DOWN, NodeStatus.DISCONNECTED)
 
+    def _held_by_deployment(self, alloc: Allocation) -> bool:
+        """Nomad's updateByReschedulable: a failed allocation of the active deployment is
+        replaced only once the deployment watcher allows it (desired transition
+        `reschedule`, set when the group has a progress deadline); without one the watcher
+        fails the deployment instead, and the allocation is replaced after that."""
+        current = self.current
+        return (
+            current is not None
+            and current.active
+            and alloc.deployment_id == current.id
+            and not alloc.desired_transition.reschedule
+        )
+
     def _compute_group(self, job: Job, tg: TaskGroup, allocs: list[Allocation]) -> None:
         updates = self.result.desired_tg_updates[tg.name]
         live = [a for a in allocs if not a.server_terminal()]
@@ -298,7 +305,9 @@ class Reconciler:
                 continue
             status = alloc.client_status
             if status is ClientStatus.FAILED:
-                if _reschedulable(alloc, policy, self.now_ns) and not alloc.next_allocation:
+                if self._held_by_deployment(alloc):
+                    untainted.append(alloc)  # the deployment watcher has not allowed it yet
+                elif _reschedulable(alloc, policy, self.now_ns) and not alloc.next_allocation:
                     reschedule.append(alloc)
                 else:
                     untainted.append(alloc)  # out of attempts: it keeps its slot

@@ -23,6 +23,7 @@ from contracts import (
     Node,
     NodeResources,
     Plan,
+    ReschedulePolicy,
     Resources,
     Task,
     TaskGroup,
@@ -213,14 +214,57 @@ def test_each_healthy_allocation_lets_the_scheduler_go_on(core: LeaderCore, cloc
     assert len(watcher_evals(core)) == 1
 
 
-def test_a_failed_allocation_fails_the_deployment(core: LeaderCore, clock: Clock) -> None:
-    current = register(core, job())
+def test_a_failed_allocation_fails_the_deployment_without_a_progress_deadline(
+    core: LeaderCore, clock: Clock
+) -> None:
+    current = register(core, job(progress_deadline_s=0))
     a0, _ = place(core, current, 2)
     report(core, ClientStatus.FAILED, a0)
     deployment = latest(core)
     assert deployment.status is DeploymentStatus.FAILED
     assert deployment.status_description == DESCRIPTION_FAILED_ALLOCATIONS
     assert deployment.task_groups["g"].unhealthy_ids == (a0,)
+
+
+def test_with_a_progress_deadline_a_failed_allocation_is_allowed_a_replacement(
+    core: LeaderCore, clock: Clock
+) -> None:
+    """Nomad's shouldFailEarly: a group with a progress deadline (Nomad's default is 10
+    minutes) does not fail on its first unhealthy allocation while it can be rescheduled;
+    the allocation is marked for replacement, with an eval to place it."""
+    current = register(core, job(progress_deadline_s=600))
+    a0, _ = place(core, current, 2)
+    report(core, ClientStatus.FAILED, a0)
+    deployment = latest(core)
+    assert deployment.status is DeploymentStatus.RUNNING
+    assert deployment.task_groups["g"].unhealthy_ids == (a0,)
+    failed = core.state.alloc(a0)
+    assert failed is not None and failed.desired_transition.reschedule
+    assert failed.client_status is ClientStatus.FAILED  # the mark keeps the client's report
+    assert len(watcher_evals(core)) == 1
+    report(core, ClientStatus.FAILED, a0)  # reported again: marked and evaluated once
+    assert len(watcher_evals(core)) == 1
+    # No healthy replacement by the deadline: that fails it.
+    tick(core, clock, 600)
+    assert latest(core).status_description == DESCRIPTION_PROGRESS_DEADLINE
+
+
+def test_with_a_progress_deadline_an_allocation_out_of_reschedule_attempts_fails_it(
+    core: LeaderCore, clock: Clock
+) -> None:
+    """Waiting for the deadline could bring no healthy replacement: it fails at once."""
+    spec = job(progress_deadline_s=600)
+    no_retries = ReschedulePolicy(attempts=0, unlimited=False)
+    spec = dataclasses.replace(
+        spec,
+        task_groups=(dataclasses.replace(spec.task_groups[0], reschedule_policy=no_retries),),
+    )
+    current = register(core, spec)
+    a0, _ = place(core, current, 2)
+    report(core, ClientStatus.FAILED, a0)
+    deployment = latest(core)
+    assert deployment.status is DeploymentStatus.FAILED
+    assert deployment.status_description == DESCRIPTION_FAILED_ALLOCATIONS
 
 
 def test_an_allocation_the_server_stopped_gets_no_health_when_its_tasks_exit(
@@ -247,11 +291,11 @@ def test_an_allocation_the_server_stopped_gets_no_health_when_its_tasks_exit(
 
 
 def test_auto_revert_goes_back_to_the_latest_stable_version(core: LeaderCore, clock: Clock) -> None:
-    v0 = register(core, job(auto_revert=True))
+    v0 = register(core, job(auto_revert=True, progress_deadline_s=0))
     ids = place(core, v0, 2)
     report(core, ClientStatus.RUNNING, *ids)
     tick(core, clock, 10)  # v0's deployment succeeds: v0 is stable
-    v1 = register(core, job("2", auto_revert=True))
+    v1 = register(core, job("2", auto_revert=True, progress_deadline_s=0))
     bad, _ = place(core, v1, 2)
     report(core, ClientStatus.FAILED, bad)
     failed = latest(core)
@@ -265,14 +309,14 @@ def test_auto_revert_goes_back_to_the_latest_stable_version(core: LeaderCore, cl
 
 
 def test_auto_revert_without_a_stable_version_says_so(core: LeaderCore, clock: Clock) -> None:
-    current = register(core, job(auto_revert=True))
+    current = register(core, job(auto_revert=True, progress_deadline_s=0))
     bad, _ = place(core, current, 2)
     report(core, ClientStatus.FAILED, bad)
     assert latest(core).status_description.endswith("no stable job version to auto revert to")
 
 
 def test_not_healthy_by_the_healthy_deadline_is_unhealthy(core: LeaderCore, clock: Clock) -> None:
-    current = register(core, job())
+    current = register(core, job(progress_deadline_s=0))
     place(core, current, 2)
     tick(core, clock, 60)
     deployment = latest(core)

@@ -214,3 +214,29 @@ def test_canaries_of_an_earlier_unpromoted_deployment_are_stopped(build) -> None
     result = reconcile(job, [*allocs, stale], old, lookup={"earlier": earlier}.get)
     assert [s.alloc.id for s in result.stop] == [stale.id]
     assert len([p for p in result.place if p.canary]) == 2
+
+
+def test_a_failed_allocation_of_the_active_deployment_waits_for_the_watcher(build) -> None:
+    """Nomad's updateByReschedulable: it is replaced only once the deployment watcher marks
+    it (desired transition `reschedule`); once the deployment ended, the policy rules."""
+    from contracts import ClientStatus, DesiredTransition
+
+    _, job = versions(build, UpdateStrategy(max_parallel=2))
+    allocs = [joined(build.alloc(job, f"node-{i}", i)) for i in range(10)]
+    allocs[3] = dataclasses.replace(allocs[3], client_status=ClientStatus.FAILED)
+    state = DeploymentState(desired_total=10, progress_deadline_s=600)
+    running = deployment_for(job, state)
+
+    held = reconcile(job, allocs, deployment=running)
+    assert held.place == [] and updates(held).place == 0
+
+    marked = list(allocs)
+    marked[3] = dataclasses.replace(
+        allocs[3], desired_transition=DesiredTransition(reschedule=True)
+    )
+    allowed = reconcile(job, marked, deployment=running)
+    assert [p.previous.id for p in allowed.place if p.previous] == [allocs[3].id]
+
+    ended = dataclasses.replace(running, status=DeploymentStatus.FAILED)
+    after = reconcile(job, allocs, deployment=ended)
+    assert [p.previous.id for p in after.place if p.previous] == [allocs[3].id]
