@@ -96,9 +96,9 @@ class BrokerService:
 
     def reset(self) -> None:
         """Empty broker cores: at start, and before the leader rebuilds its store from the
-        snapshot and the log, which feeds them every evaluation again. Deliveries in flight
-        are forgotten: they are delivered again under new tokens, which fence out whatever
-        the old deliveries' workers still send."""
+        snapshot and the log (then `restore` tracks what is still pending or blocked).
+        Deliveries in flight are forgotten: they are delivered again under new tokens, which
+        fence out whatever the old deliveries' workers still send."""
         nack_timeout_s, delivery_limit = self._limits
         with self.lock:
             self.broker = EvalBroker(
@@ -172,6 +172,12 @@ class BrokerService:
         # blocked reading acks: a busy loop finds the work itself).
         if self.reads.armed and self._writes_waiting():
             self.reads.wake()
+
+    def restore(self, state: StateReader) -> None:
+        """After `reset`, once the leader has rebuilt its store: the evals still pending or
+        blocked in it are tracked again (feed.py `restore`)."""
+        with self.lock:
+            self._writes += self.feed.restore(state)
 
     def deliver(self) -> int:
         """Deliver what is ready, while there is room, on the caller's thread: the leader's,

@@ -76,14 +76,22 @@ class CommitMethods:
         request_id: str = "",
         on_durable: Callable[[int], None] | None = None,
         trace: dict[str, str] | None = None,
+        *,
+        staged: bool = False,
     ) -> int | None:
         """Make changes durable, then apply them. None if the fence's token is stale.
-        on_durable(index) runs between the two (to answer before the local apply)."""
+        on_durable(index) runs between the two (to answer before the local apply). While a
+        batch is staged, unfenced changes are staged; with on_durable only if `staged`
+        (the caller's answer may go out before the batch is durable), which then runs
+        once they are staged."""
         if not changes:
             return self.store.latest_index()
         if self._staged is not None:
-            if fence is None and on_durable is None:
-                return self._stage(changes, request_id, trace)
+            if fence is None and (on_durable is None or staged):
+                index = self._stage(changes, request_id, trace)
+                if on_durable is not None:
+                    on_durable(index)
+                return index
             self._flush_staged()  # a fenced commit expects the durable log's index
         expected = self.store.latest_index()
         entries = self._entries(changes, request_id, trace)
@@ -219,23 +227,20 @@ class CommitMethods:
         other threads)."""
         store = StateStore()
         applied: OrderedDict[str, int] = OrderedDict()
-        broker = self.broker
-        if broker is not None:
-            broker.reset()  # fed everything again below, as the store is rebuilt
-        header = load_latest(
-            self.snapshots, store, decode_entry, listener=broker.on_commit if broker else None
-        )
+        header = load_latest(self.snapshots, store, decode_entry)
         if header is not None:
             applied.update(header.requests)
         self.snapshot_writer.loaded(store.latest_index(), self.durable.appended_bytes)
         for entry in self.durable.entries_after(store.latest_index()):
             store.apply(entry)
-            if broker is not None:
-                broker.on_commit(entry, store)
             if entry.request_id:
                 applied[entry.request_id] = entry.index
                 if len(applied) > APPLIED_REQUESTS_KEPT:
                     applied.popitem(last=False)
+        broker = self.broker
+        if broker is not None:  # the evals still pending or blocked, as Nomad's restoreEvals
+            broker.reset()
+            broker.restore(store)
         self.store, self.applied = store, applied
         self.core = LeaderCore(store, now_ns=self._now_ns, new_id=lambda: str(uuid.uuid4()))
         self.core.rebuild_deadlines()

@@ -289,9 +289,11 @@ class LeaderService(CommitMethods, PlanHoldMethods):
                 self._flush_staged()
             finally:
                 self._staged = None
-            if self._schedule_locally():  # answered with their placements committed
-                answers = [visible_at(a, self.store.latest_index()) for a in answers]
-            self.bus.publish_each(answers, maxlen=REPLY_STREAM_MAXLEN)
+            try:
+                if self._schedule_locally():  # answered with their placements committed
+                    answers = [visible_at(a, self.store.latest_index()) for a in answers]
+            finally:  # the batch's own entries are durable: their answers go out regardless
+                self.bus.publish_each(answers, maxlen=REPLY_STREAM_MAXLEN)
 
     # -- decisions -----------------------------------------------------------------------------
 
@@ -425,7 +427,14 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             answered.append(self._reply(submission, response))
 
         carried = self.tracing.entry_trace(span, changes, self.store)
-        if self._commit(changes, fence, key, on_durable=answer, trace=carried) is None:
+        # The leader's own plans (unfenced) are staged with the rest of its scheduling turn
+        # and answered as staged: their answer goes to no other process, and a flush that
+        # fails rebuilds the store and the broker, which delivers the evals again.
+        staged = not fenced
+        if (
+            self._commit(changes, fence, key, on_durable=answer, trace=carried, staged=staged)
+            is None
+        ):
             self.stats.stale_plans += 1
             stale = PlanResponse(plan.eval_id, submission.attempt, PlanResult(), error=STALE_TOKEN)
             return self._reply(submission, stale)
@@ -439,10 +448,19 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         return response
 
     def _schedule_locally(self) -> int:
-        """Between commits: small ready evals scheduled here, the rest delivered."""
+        """Between commits: small ready evals scheduled here, the rest delivered. Their
+        plans and final statuses are staged and made durable by one commit at the end
+        (each is decided on the store the ones before it left, as a batch's requests are):
+        a commit per plan was an eighth of the leader's time under many small jobs."""
         if self.local is None or self.broker is None or self._store_lost:
             return 0
-        scheduled = self.local.run()
+        assert self._staged is None, "local scheduling runs between batches"
+        self._staged = []
+        try:
+            scheduled = self.local.run()
+            self._flush_staged()
+        finally:
+            self._staged = None
         self.stats.local_evals += scheduled
         self.broker.deliver()
         return scheduled

@@ -34,6 +34,10 @@ class CommitFeed(Protocol):
 
     def reset(self) -> None: ...
 
+    def restore(self, state: StateReader) -> None:
+        """Track the evals pending or blocked in a store the leader rebuilt."""
+        ...
+
     def on_commit(self, entry: LogEntry, state: StateReader) -> None: ...
 
     def complete(self, eval_id: str, token: str) -> bool:

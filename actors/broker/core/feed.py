@@ -31,6 +31,7 @@ from contracts.state_log import (
 # Nomad's EvalFailedFollowupBaselineDelay: a failed eval's follow-up waits this long.
 FAILED_FOLLOW_UP_DELAY_NS = 60 * 1_000_000_000
 _TERMINAL_CLIENT = (ClientStatus.COMPLETE, ClientStatus.FAILED, ClientStatus.LOST)
+_RESTORED = (EvalStatus.PENDING, EvalStatus.BLOCKED)
 
 
 class BrokerFeed:
@@ -78,6 +79,17 @@ class BrokerFeed:
                     writes += self._release(self.blocked.unblock(host.computed_class, entry.index))
         writes += self.housekeeping()
         return writes
+
+    def restore(self, state: StateReader) -> list[Evaluation]:
+        """The broker of a leader that rebuilt its store (Nomad's restoreEvals): the evals
+        pending or blocked in `state` as it finally stands, oldest first. Replaying the log
+        entry by entry instead enqueued every eval it registered, whether or not a later
+        entry completed it, so a new leader re-ran everything since the last snapshot."""
+        waiting = [e for e in state.evals() if e.status in _RESTORED]
+        writes: list[Evaluation] = []
+        for evaluation in sorted(waiting, key=lambda e: (e.create_index, e.id)):
+            writes += self._track(evaluation)
+        return writes + self.housekeeping()
 
     def _track(self, evaluation: Evaluation) -> list[Evaluation]:
         status = evaluation.status

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 from actors.broker.core import BlockedEvals, EvalBroker, ManualClock
@@ -162,3 +163,34 @@ def test_delivery_limit_fails_the_eval_with_a_follow_up() -> None:
     assert failed.next_eval == follow_up.id
     assert follow_up.triggered_by is TriggeredBy.FAILED_FOLLOW_UP
     assert follow_up.previous_eval == "e1" and follow_up.wait_until > 0
+
+
+def test_a_rebuilt_store_restores_only_what_is_still_pending_or_blocked() -> None:
+    """Nomad's restoreEvals: a new leader's broker tracks the evals pending or blocked in
+    the store as it finally stands; one the log registered and later completed is not
+    run again."""
+    h = Harness()
+    gpu = node("n1", "gpu", NodeStatus.DOWN)
+    h.store.commit(UpsertNodes((gpu,)))
+    done = pending("done", "finished")
+    h.store.commit(UpsertEvals((done, pending("waits", "web"))))
+    h.store.commit(UpsertEvals((pending("next", "web"),)))
+    h.store.commit(UpsertEvals((dataclasses.replace(done, status=EvalStatus.COMPLETE),)))
+    blocked = Evaluation(
+        id="b1",
+        job_id="train",
+        type="batch",
+        status=EvalStatus.BLOCKED,
+        triggered_by=TriggeredBy.QUEUED_ALLOCS,
+        class_eligibility={gpu.computed_class: True},
+        snapshot_index=h.store.latest_index(),
+    )
+    h.store.commit(UpsertEvals((blocked,)))
+
+    assert h.feed.restore(h.store) == []
+    stats = h.broker.stats()
+    assert (stats.total_ready, stats.total_pending) == (1, 1)  # one per job at a time
+    assert h.broker.location("done") is None
+    first = h.broker.dequeue(["service", "batch"])
+    assert first is not None and first.eval.id == "waits"  # the older of its job's two
+    assert h.blocked.get("default", "train") is not None
