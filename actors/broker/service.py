@@ -173,11 +173,12 @@ class BrokerService:
         if self.reads.armed and self._writes_waiting():
             self.reads.wake()
 
-    def restore(self, state: StateReader) -> None:
+    def restore(self, state: StateReader, tail: Sequence[LogEntry] = ()) -> None:
         """After `reset`, once the leader has rebuilt its store: the evals still pending or
-        blocked in it are tracked again (feed.py `restore`)."""
+        blocked in it are tracked again (feed.py `restore`; `tail`: the entries replayed
+        after the snapshot that made capacity)."""
         with self.lock:
-            self._writes += self.feed.restore(state)
+            self._writes += self.feed.restore(state, tail)
 
     def deliver(self) -> int:
         """Deliver what is ready, while there is room, on the caller's thread: the leader's,

@@ -30,7 +30,13 @@ from actors.leader.service_records import CommitFeed, LeaderStats, StagedCommitL
 from actors.leader.snapshots import SnapshotWriter
 from actors.runtime.snapshots import SnapshotStore, load_latest
 from actors.state import StateStore
-from contracts.state_log import LogEntry, StateChange, decode_entry
+from contracts.state_log import (
+    LogEntry,
+    StateChange,
+    UpdateAllocsClientStatus,
+    UpsertNodes,
+    decode_entry,
+)
 
 log = logging.getLogger(__name__)
 
@@ -231,8 +237,11 @@ class CommitMethods:
         if header is not None:
             applied.update(header.requests)
         self.snapshot_writer.loaded(store.latest_index(), self.durable.appended_bytes)
+        capacity: list[LogEntry] = []  # for the broker's missed unblocks
         for entry in self.durable.entries_after(store.latest_index()):
             store.apply(entry)
+            if isinstance(entry.change, UpsertNodes | UpdateAllocsClientStatus):
+                capacity.append(entry)
             if entry.request_id:
                 applied[entry.request_id] = entry.index
                 if len(applied) > APPLIED_REQUESTS_KEPT:
@@ -240,7 +249,7 @@ class CommitMethods:
         broker = self.broker
         if broker is not None:  # the evals still pending or blocked, as Nomad's restoreEvals
             broker.reset()
-            broker.restore(store)
+            broker.restore(store, capacity)
         self.store, self.applied = store, applied
         self.core = LeaderCore(store, now_ns=self._now_ns, new_id=lambda: str(uuid.uuid4()))
         self.core.rebuild_deadlines()

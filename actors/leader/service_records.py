@@ -4,6 +4,7 @@ eval broker it hosts), and the error of a staged commit the log refused."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -34,8 +35,9 @@ class CommitFeed(Protocol):
 
     def reset(self) -> None: ...
 
-    def restore(self, state: StateReader) -> None:
-        """Track the evals pending or blocked in a store the leader rebuilt."""
+    def restore(self, state: StateReader, tail: Sequence[LogEntry] = ()) -> None:
+        """Track the evals pending or blocked in a store the leader rebuilt (`tail`: the
+        entries replayed after its snapshot that made capacity)."""
         ...
 
     def on_commit(self, entry: LogEntry, state: StateReader) -> None: ...

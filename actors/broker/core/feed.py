@@ -59,6 +59,15 @@ class BrokerFeed:
         for submitted in evals:
             stored = state.eval(submitted.id) or submitted
             writes += self._track(stored)
+        writes += self._capacity(entry, state)
+        writes += self.housekeeping()
+        return writes
+
+    def _capacity(self, entry: LogEntry, state: StateReader) -> list[Evaluation]:
+        """Capacity that appeared (a node ready, an allocation finished): the blocked evals
+        that could use it are released."""
+        change = entry.change
+        writes: list[Evaluation] = []
         if isinstance(change, UpsertNodes):
             for node in change.nodes:
                 if node.status is NodeStatus.READY:
@@ -77,14 +86,18 @@ class BrokerFeed:
                 if host is not None and host.computed_class not in classes:
                     classes.add(host.computed_class)
                     writes += self._release(self.blocked.unblock(host.computed_class, entry.index))
-        writes += self.housekeeping()
         return writes
 
-    def restore(self, state: StateReader) -> list[Evaluation]:
+    def restore(self, state: StateReader, tail: Iterable[LogEntry] = ()) -> list[Evaluation]:
         """The broker of a leader that rebuilt its store (Nomad's restoreEvals): the evals
         pending or blocked in `state` as it finally stands, oldest first. Replaying the log
         entry by entry instead enqueued every eval it registered, whether or not a later
-        entry completed it, so a new leader re-ran everything since the last snapshot."""
+        entry completed it, so a new leader re-ran everything since the last snapshot.
+        `tail`: the entries replayed after the snapshot; the capacity they made is noted
+        first, so that a blocked eval whose release was not yet written when the old leader
+        stopped is released now (a missed unblock)."""
+        for entry in tail:
+            self._capacity(entry, state)  # nothing is blocked yet: this only notes indexes
         waiting = [e for e in state.evals() if e.status in _RESTORED]
         writes: list[Evaluation] = []
         for evaluation in sorted(waiting, key=lambda e: (e.create_index, e.id)):

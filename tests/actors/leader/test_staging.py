@@ -225,7 +225,7 @@ class RecordingFeed:
         self.resets += 1
         self.indexes = []
 
-    def restore(self, state: Any) -> None:
+    def restore(self, state: Any, tail: Any = ()) -> None:
         assert state.latest_index() == self.harness.log_length()  # rebuilt from all of it
         self.restored = sorted(e.job_id for e in state.evals() if e.status is EvalStatus.PENDING)
         self.restored_at = state.latest_index()

@@ -194,3 +194,31 @@ def test_a_rebuilt_store_restores_only_what_is_still_pending_or_blocked() -> Non
     first = h.broker.dequeue(["service", "batch"])
     assert first is not None and first.eval.id == "waits"  # the older of its job's two
     assert h.blocked.get("default", "train") is not None
+
+
+def test_a_restored_blocked_eval_that_missed_capacity_in_the_tail_is_released() -> None:
+    """The old leader stopped after the node came up but before it wrote the release."""
+    h = Harness()
+    gpu = node("n1", "gpu", NodeStatus.DOWN)
+    h.store.commit(UpsertNodes((gpu,)))
+    blocked = Evaluation(
+        id="b1",
+        job_id="train",
+        type="batch",
+        status=EvalStatus.BLOCKED,
+        triggered_by=TriggeredBy.QUEUED_ALLOCS,
+        class_eligibility={gpu.computed_class: True},
+        snapshot_index=h.store.latest_index(),
+    )
+    h.store.commit(UpsertEvals((blocked,)))
+    up = UpsertNodes((node("n1", "gpu"),))
+    tail = [LogEntry(h.store.commit(up), 0, up)]
+
+    writes = h.feed.restore(h.store, tail)
+    assert [(e.id, e.status) for e in writes] == [("b1", EvalStatus.PENDING)]
+    assert h.blocked.get("default", "train") is None
+    # Without the tail it waits, as Nomad's restored blocked evals do, for new capacity.
+    again = Harness()
+    again.store = h.store
+    assert again.feed.restore(again.store) == []
+    assert again.blocked.get("default", "train") is not None
