@@ -6,7 +6,8 @@ later writes. Scheduler workers and the plan applier read through `StateReader`.
 
 from actors.state.job_status import JobActivity, compute_job_status
 from actors.state.reader import StateReader
-from actors.state.store import StateSnapshot, StateStore
+from actors.state.snapshot import StateSnapshot
+from actors.state.store import StateStore
 from actors.state.usage import EMPTY_USAGE, NodeUsage
 
 __all__ = [

@@ -18,7 +18,8 @@ from itertools import islice
 from typing import TypeVar
 
 from actors.state.reader import CONFIG_KEY
-from actors.state.store import StateSnapshot, StateStore
+from actors.state.snapshot import StateSnapshot
+from actors.state.store import StateStore
 from contracts.allocation import Allocation
 from contracts.deployment import Deployment
 from contracts.evaluation import EvalStatus, Evaluation

@@ -34,8 +34,9 @@ from typing import Any
 
 from actors.state.job_status import JobActivity
 from actors.state.reader import JobKey
+from actors.state.snapshot import StateSnapshot
 from actors.state.stamping import stamped_alloc
-from actors.state.store import StateSnapshot, StateStore
+from actors.state.store import StateStore
 from contracts.alloc_batch import ROW_CREATE_INDEX, ROW_ID, ROW_NODE_ID, AllocRows
 from contracts.allocation import CLIENT_TERMINAL, Allocation
 from contracts.state_log import (

@@ -19,15 +19,16 @@ Nomad semantics kept here (`nomad/state/state_store.go`):
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from actors.state.cow import CowMap, CowMultiMap, FrozenMap, FrozenMultiMap, str_hash
+from actors.state.cow import CowMap, CowMultiMap, str_hash
 from actors.state.deployments import keep_deployment
 from actors.state.holds import HoldTable
 from actors.state.job_status import JobActivity, compute_job_status
 from actors.state.reader import CONFIG_KEY, JobKey, TableReader
+from actors.state.snapshot import TABLE_SLOTS, ScalingByGroup, StateSnapshot
 from actors.state.stamping import (
     client_updated,
     stamped_alloc,
@@ -63,76 +64,13 @@ from contracts.state_log import (
     UpsertSchedulerConfig,
 )
 
-ScalingByGroup = Mapping[str, tuple[ScalingEvent, ...]]
-
-_SLOTS = (
-    "_latest",
-    "_table_index",
-    "_jobs",
-    "_versions",
-    "_nodes",
-    "_allocs",
-    "_evals",
-    "_usage",
-    "_scaling",
-    "_allocs_by_job",
-    "_allocs_by_node",
-    "_evals_by_job",
-    "_holds",
-    "_deployments",
-    "_deployment_jobs",
-    "_scheduler_config",
-)
-
-
-class StateSnapshot(TableReader):
-    """A point-in-time, read-only view; taking one is O(shards), never a copy of the data."""
-
-    __slots__ = _SLOTS
-
-    def __init__(
-        self,
-        latest: int,
-        table_index: dict[str, int],
-        jobs: FrozenMap[JobKey, Job],
-        versions: FrozenMap[JobKey, tuple[Job, ...]],
-        nodes: FrozenMap[str, Node],
-        allocs: FrozenMap[str, Allocation],
-        evals: FrozenMap[str, Evaluation],
-        usage: FrozenMap[str, NodeUsage],
-        scaling: FrozenMap[JobKey, ScalingByGroup],
-        allocs_by_job: FrozenMultiMap[JobKey, str],
-        allocs_by_node: FrozenMultiMap[str, str],
-        evals_by_job: FrozenMultiMap[JobKey, str],
-        holds: FrozenMap[str, tuple[str, ...]],
-        deployments: FrozenMap[JobKey, tuple[Deployment, ...]],
-        deployment_jobs: FrozenMap[str, JobKey],
-        scheduler_config: FrozenMap[str, SchedulerConfiguration],
-    ) -> None:
-        self._latest = latest
-        self._table_index = table_index
-        self._jobs = jobs
-        self._versions = versions
-        self._nodes = nodes
-        self._allocs = allocs
-        self._evals = evals
-        self._usage = usage
-        self._scaling = scaling
-        self._allocs_by_job = allocs_by_job
-        self._allocs_by_node = allocs_by_node
-        self._evals_by_job = evals_by_job
-        self._holds = holds
-        self._deployments = deployments
-        self._deployment_jobs = deployment_jobs
-        self._scheduler_config = scheduler_config
-
 
 class StateStore(TableReader):
     """The single-writer store. Reads on the live store are for the writer's own thread;
     anyone else reads a `snapshot()`."""
 
     __slots__ = (
-        *_SLOTS,
+        *TABLE_SLOTS,
         "_blocked",
         "_dirty",
         "_handlers",
