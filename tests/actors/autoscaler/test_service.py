@@ -37,7 +37,7 @@ from contracts import ClientStatus
 from contracts.jobspec import parse_hcl
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
 from contracts.usage import REPORT_TYPE, USAGE_STREAM_MAXLEN, AllocUsage, UsageReport
-from launch.system import spec_from_stored
+from launch.system_fleets import spec_from_stored
 
 NAMES = StreamNames("asc")
 FLEET = FleetSpec(name="sim", count=2, cpu_mhz=8000, memory_mb=16384)
