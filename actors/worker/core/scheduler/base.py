@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from actors.worker.core.scheduler.context import EvalContext, PlanBuilder
 from actors.worker.core.scheduler.phases import PhaseLog
-from actors.worker.core.scheduler.planner import CompletingPlanner, Planner
+from actors.worker.core.scheduler.planner import Planner, completing
 from actors.worker.core.scheduler.select import RankedOption
 from contracts import (
     AllocatedResources,
@@ -172,9 +172,7 @@ class SchedulerBase:
             return True
         priority = job.priority if job else evaluation.priority
         submitted = plan.build(evaluation.namespace, evaluation.job_id, priority)
-        if evaluation.status is not EvalStatus.BLOCKED and isinstance(
-            self.planner, CompletingPlanner
-        ):
+        if evaluation.status is not EvalStatus.BLOCKED and completing(self.planner):
             # After a full commit `process` ends with exactly this status (a blocked eval
             # may be reblocked instead, so it keeps the separate update).
             self.planner.complete_on_commit(

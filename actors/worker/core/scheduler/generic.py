@@ -16,7 +16,7 @@ from actors.worker.core.scheduler.feasible import (
     in_any_datacenter,
 )
 from actors.worker.core.scheduler.phases import now_ns
-from actors.worker.core.scheduler.planner import Planner, RefreshingPlanner
+from actors.worker.core.scheduler.planner import Planner, refreshing
 from actors.worker.core.scheduler.preemptor import Preemptor, preempt_and_select
 from actors.worker.core.scheduler.rebase import move_loads, plan_rebase
 from actors.worker.core.scheduler.reconcile import (
@@ -209,7 +209,7 @@ class GenericScheduler(SchedulerBase):
         """Move the plan onto the fresher state the planner has, if any (see rebase.py):
         placements on nodes that filled up meanwhile are taken back and placed again."""
         planner = self.planner
-        if not isinstance(planner, RefreshingPlanner):
+        if not refreshing(planner):
             return
         old = self.state
         fresh = planner.fresher_state(old.latest_index())
