@@ -126,6 +126,10 @@ class StreamBus:
             return []
         if trace is None:
             trace = inject()
+        if len(messages) == 1:  # a pipeline of one costs ~20 us more CPU than the command
+            stream, type_name, message = messages[0]
+            fields = _wire(encode_message(type_name, message, trace))
+            return [_text(self.client.xadd(stream, fields, maxlen=maxlen, approximate=True))]
         pipe = self.client.pipeline(transaction=False)
         for stream, type_name, message in messages:
             fields = _wire(encode_message(type_name, message, trace))
