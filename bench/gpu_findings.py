@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from actors.agent.core.env import visible_device
+
 # -- nvidia-smi -------------------------------------------------------------------------------
 
 _SMI_GPU = re.compile(r"^GPU (\d+): (.+?) \(UUID: ([^)]+)\)\s*$")
@@ -176,7 +178,7 @@ def job_problems(r: Mapping[str, Any], gpus: int = 1) -> list[str]:
         problems.append(f"the allocation holds GPUs {ids}, expected {gpus}")
     if not set(ids) <= set(r.get("registered_device_ids") or []):
         problems.append(f"GPUs {ids} are not the node's {r.get('registered_device_ids')}")
-    if gpus and r.get("task_nvidia_visible_devices") != ",".join(ids):
+    if gpus and r.get("task_nvidia_visible_devices") != ",".join(visible_device(i) for i in ids):
         problems.append(
             f"NVIDIA_VISIBLE_DEVICES={r.get('task_nvidia_visible_devices')!r}, allocated {ids}"
         )

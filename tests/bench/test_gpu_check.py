@@ -79,7 +79,7 @@ def passing() -> dict[str, Any]:
         "registered_device_ids": ids,
         "alloc_status": "complete",
         "alloc_device_ids": ids,
-        "task_nvidia_visible_devices": ids[0],
+        "task_nvidia_visible_devices": "0",  # its position: the container runtime takes that
         **{f"task_{k}": v for k, v in task.items()},
         "share_run_status": "done",
         "share_alloc_gpus": 1,
@@ -102,7 +102,10 @@ def test_a_result_where_every_check_held_is_ok() -> None:
         ({"registered_device_count": 2}, "registered has 2 GPU instances"),
         ({"alloc_status": "failed"}, "the job's allocation ended 'failed'"),
         ({"alloc_device_ids": []}, "the allocation holds GPUs [], expected 1"),
-        ({"task_nvidia_visible_devices": "0"}, "NVIDIA_VISIBLE_DEVICES='0'"),
+        (
+            {"task_nvidia_visible_devices": "5f0c9a2e-gpu0"},
+            "NVIDIA_VISIBLE_DEVICES='5f0c9a2e-gpu0'",
+        ),
         ({"task_cuda_visible_devices": ""}, "task: CUDA_VISIBLE_DEVICES=''"),
         ({"task_torch_device_count": 0}, "task: torch sees 0 GPUs"),
         ({"task_matmul_ok": False}, "task: the matmul on the GPU failed"),

@@ -12,6 +12,18 @@ from collections.abc import Iterator, Mapping
 from contracts import Allocation, Job, Task, TaskGroup
 
 _NOT_ENV = re.compile(r"[^A-Za-z0-9_]")
+_RAY_GPU = re.compile(r"-gpu(\d+)$")  # fingerprint.py's IDs for Ray's GPUs: <node>-gpu<k>
+
+
+def visible_device(device_id: str) -> str:
+    """A GPU as NVIDIA_VISIBLE_DEVICES names it: the NVIDIA container runtime takes GPU UUIDs
+    (`GPU-...`, as Nomad's plugin passes them) or indexes. Ray reports no UUIDs, so the GPUs
+    fingerprinted from Ray carry drover's `<node>-gpu<k>` IDs: those are passed as `k`, their
+    position on the node."""
+    if device_id.startswith("GPU-"):
+        return device_id
+    match = _RAY_GPU.search(device_id)
+    return match.group(1) if match else device_id
 
 
 def task_env(
@@ -46,7 +58,10 @@ def task_env(
         env[f"DROVER_META_{_NOT_ENV.sub('_', key)}"] = value
     # Nomad's nvidia device plugin exposes the allocated GPUs to the task this way.
     gpus = [
-        i for d in alloc.allocated_resources.devices if d.vendor == "nvidia" for i in d.device_ids
+        visible_device(i)
+        for d in alloc.allocated_resources.devices
+        if d.vendor == "nvidia"
+        for i in d.device_ids
     ]
     if gpus:
         env["NVIDIA_VISIBLE_DEVICES"] = ",".join(gpus)

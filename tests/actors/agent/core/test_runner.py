@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from actors.agent.core import (
     COMPLETE_DESCRIPTION,
     RUNNING_DESCRIPTION,
@@ -264,6 +266,24 @@ def test_task_environment() -> None:
     assert env["NVIDIA_VISIBLE_DEVICES"] == "g0,g1"
     assert env["PORT"] == "8080"
     assert env["DROVER_NODE_NAME"] == "mine"  # the task's env wins, as in Nomad
+
+
+@pytest.mark.parametrize(
+    ("device_ids", "visible"),
+    [
+        (("GPU-6b1d9c1a-0c5e-4c44-9c8e-2f7f7d4a1b2c",), "GPU-6b1d9c1a-0c5e-4c44-9c8e-2f7f7d4a1b2c"),
+        (("0ca82a05-gpu0", "0ca82a05-gpu3"), "0,3"),  # Ray's GPUs: by position on the node
+    ],
+)
+def test_nvidia_visible_devices_name_gpus_as_the_container_runtime_takes_them(
+    device_ids: tuple[str, ...], visible: str
+) -> None:
+    d = RecordingMock()
+    gpus = AllocatedResources(devices=(AllocatedDevice("nvidia", "gpu", "H200", device_ids),))
+    task = Task(name="t", driver="mock")
+    runner(task, alloc=make_alloc(allocated_resources=gpus), drivers={"mock": d}).step(0.0)
+    ((_, _, env, _),) = d.started
+    assert env["NVIDIA_VISIBLE_DEVICES"] == visible
 
 
 def test_terminal_record_is_never_started() -> None:
