@@ -20,9 +20,9 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
+from types import ModuleType
 from typing import Any
 
-from actors.experiments import plots
 from actors.experiments import results as results_io
 from actors.experiments.core.catalog import validate
 from actors.experiments.grid import RunSpec, expand, sweep_columns
@@ -45,6 +45,14 @@ from launch.cli.output import print_json, table
 # the same order.
 Executor = Callable[[ExperimentSpec, list[RunSpec], Progress], list[RunRecord]]
 DEFAULT_OUTPUT = "results"
+
+
+def _plots() -> ModuleType:
+    """The plotting module, imported when a command draws: it loads matplotlib, which every
+    other `drover` command (and a program importing `launch.cli`) need not pay for."""
+    from actors.experiments import plots
+
+    return plots
 
 
 def _load(path: str) -> ExperimentSpec:
@@ -122,7 +130,7 @@ def run_live(args: argparse.Namespace, spec: ExperimentSpec) -> int:
     doc = live_experiment.document(spec, plan, results)
     try:
         files = live_experiment.write(doc, directory)
-        files += plots.draw_live(doc, directory)
+        files += _plots().draw_live(doc, directory)
     except OSError as exc:
         raise CliError(f"-output {directory}: {exc.strerror or exc}") from None
     _print_live(doc, args.json, directory, files)
@@ -168,7 +176,7 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         files = results_io.write(results, directory)
-        files += plots.draw_all(results, directory)
+        files += _plots().draw_all(results, directory)
     except OSError as exc:
         raise CliError(f"-output {directory}: {exc.strerror or exc}") from None
     _print(results, args.json, directory, files)
@@ -186,9 +194,9 @@ def report(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     try:
         if results is not None:
-            _print(results, args.json, args.directory, plots.draw_all(results, args.directory))
+            _print(results, args.json, args.directory, _plots().draw_all(results, args.directory))
         if live is not None:
-            files = plots.draw_live(live, args.directory)
+            files = _plots().draw_live(live, args.directory)
             _print_live(live, args.json, args.directory, files)
     except OSError as exc:
         raise CliError(f"{args.directory}: {exc.strerror or exc}") from None
