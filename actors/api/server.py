@@ -319,6 +319,13 @@ class ApiHttpServer:
                 await asyncio.wait_for(writer.drain(), self.idle_timeout_s)
         except TimeoutError:
             pass  # the client does not read what it asked for: let it go
+        except asyncio.CancelledError:
+            if self._stopping.is_set() and not writer.is_closing():
+                # The server stops: the stream ends as a finished response, as a Go handler
+                # returning on shutdown ends Nomad's, so the client reads an end, not a
+                # connection cut mid-chunk ("Response ended prematurely").
+                writer.write(b"0\r\n\r\n")
+            raise
         finally:
             gone.cancel()
             body.close()

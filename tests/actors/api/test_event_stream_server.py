@@ -156,3 +156,20 @@ def test_a_client_that_stops_reading_is_let_go_and_costs_no_more_than_the_buffer
         received += chunk
     assert received.startswith(b"HTTP/1.1 200 OK")  # then the server closed the connection
     sock.close()
+
+
+def test_a_server_that_stops_ends_its_streams_as_finished_responses(
+    agent: Callable[..., Agent],
+) -> None:
+    """As Nomad's handler returning on shutdown: the client reads the stream's end, not a
+    connection cut mid-response ("Response ended prematurely")."""
+    a = agent(EventBroker(heartbeat_s=60.0))
+    conn = http.client.HTTPConnection(a.host, a.port, timeout=10)
+    conn.request("GET", "/v1/event/stream?topic=Job:web")
+    response = conn.getresponse()
+    index = a.commit(UpsertJob(job("web")))
+    assert orjson.loads(response.readline())["Index"] == index
+    a.server.stop()
+    assert response.read() == b""  # http.client raises IncompleteRead on a cut chunked body
+    assert response.isclosed()
+    conn.close()
