@@ -258,12 +258,6 @@ def test_a_turns_plans_are_one_commit_and_its_lost_answer_rebuilds_the_store(
     # The rebuilt broker holds both evals complete: no one schedules them again.
     leader.poll_once()
     assert [len(allocs_of(leader, j)) for j in ("a", "b")] == [1, 1]
-    import sys
-
-    sys.path.insert(0, "/tmp")
-    import dbg_test
-
-    dbg_test.show(client, NAMES)
     assert not delivered(client) and calls == [2]
 
 
