@@ -293,6 +293,7 @@ class ApiHttpServer:
         """Send `body` as it comes, then close the connection."""
         loop = self._loop
         gone = loop.create_task(_until_eof(reader))
+        ended = False  # the terminating chunk was written
         try:
             writer.write(_stream_head(body.content_type))
             beat_at = loop.time() + body.heartbeat_s
@@ -303,6 +304,7 @@ class ApiHttpServer:
                 chunks = await loop.run_in_executor(self._pool, body.read)
                 if chunks is None:
                     writer.write(b"0\r\n\r\n")
+                    ended = True
                     await asyncio.wait_for(writer.drain(), self.idle_timeout_s)
                     return
                 if loop.time() >= beat_at:
@@ -320,7 +322,7 @@ class ApiHttpServer:
         except TimeoutError:
             pass  # the client does not read what it asked for: let it go
         except asyncio.CancelledError:
-            if self._stopping.is_set() and not writer.is_closing():
+            if self._stopping.is_set() and not ended and not writer.is_closing():
                 # The server stops: the stream ends as a finished response, as a Go handler
                 # returning on shutdown ends Nomad's, so the client reads an end, not a
                 # connection cut mid-chunk ("Response ended prematurely").

@@ -62,6 +62,7 @@ class CommitMethods:
     stats: LeaderStats
     applied: OrderedDict[str, int]
     _staged: list[LogEntry] | None
+    _after_flush: list[Callable[[], object]]
     _store_lost: bool
     _deposed: bool
     _now_ns: Callable[[], int]
@@ -132,6 +133,11 @@ class CommitMethods:
         # are: the store catches up and the caller decides again (`_redecided`). What was
         # committed meanwhile is remembered too, so that its requests are answered, not
         # applied again, if they come here.
+        if outcome.index < expected:
+            # The store holds entries the log does not (a bug let staged entries go
+            # unflushed): nothing decided on it can be trusted, so it is rebuilt.
+            self._lose_store()
+            raise StagedCommitLost(f"the store was at {expected}, the log at {outcome.index}")
         self.stats.log_moved += 1
         for entry in self.durable.entries_after(self.store.latest_index()):
             self.store.apply(entry)
@@ -139,6 +145,16 @@ class CommitMethods:
             self._feed(entry)
         self.stats.index = self.store.latest_index()
         raise LogMoved(f"the log was at {outcome.index}, not {expected}")
+
+    def after_flush(self, settle: Callable[[], object]) -> None:
+        """Run `settle` once what is staged is durable (now, if nothing is): the broker must
+        not hear that an eval is done (acked, or nacked for a worker to take) before its
+        plans are in the log, or it hands the job's next eval to a worker whose replica lacks
+        them. Dropped if the flush fails: the broker is then rebuilt from the log."""
+        if self._staged is None:
+            settle()
+        else:
+            self._after_flush.append(settle)
 
     def _redecided(self, decide_and_commit: Callable[[], T]) -> T:
         """Run a decision and its commit; if the log moved under the commit, decide again on
@@ -188,7 +204,10 @@ class CommitMethods:
 
     def _flush_staged(self) -> None:
         staged = self._staged
+        settlements, self._after_flush = self._after_flush, []
         if not staged:
+            for settle in settlements:
+                settle()
             return
         self._staged = []
         try:
@@ -211,7 +230,9 @@ class CommitMethods:
             )
         self.stats.index = outcome.index
         self.stats.commits += 1
-        for entry in staged:  # durable now: the broker may act on them
+        for settle in settlements:  # durable now: deliveries may be settled...
+            settle()
+        for entry in staged:  # ...and the broker may act on the entries
             self._feed(entry)
         self._deliver()
 

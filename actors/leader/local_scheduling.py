@@ -98,6 +98,10 @@ class LeaderLoop(Protocol):
         self, request: LeaderRequest, trace: Mapping[str, str] | None = None
     ) -> LeaderResponse: ...
 
+    def after_flush(self, settle: Callable[[], object]) -> None:
+        """Run `settle` once the turn's staged commits are durable."""
+        ...
+
 
 class LocalScheduling:
     def __init__(
@@ -172,7 +176,8 @@ class LocalScheduling:
         self.failed_here[delivery.eval.id] = None
         if len(self.failed_here) > FAILED_KEPT:
             self.failed_here.popitem(last=False)
-        self.deliveries.settle_local(delivery.eval.id, delivery.token, False, reason)
+        eval_id, token = delivery.eval.id, delivery.token
+        self.leader.after_flush(lambda: self.deliveries.settle_local(eval_id, token, False, reason))
 
     def schedule(self, delivery: EvalDelivery, trace: Mapping[str, str]) -> bool:
         """Schedule one delivery on the leader's store; acked (True), or nacked with the
@@ -198,7 +203,8 @@ class LocalScheduling:
                 self._nack(delivery, error)
                 return False
             if not acked:
-                self.deliveries.settle_local(delivery.eval.id, delivery.token, True)
+                eval_id, token = delivery.eval.id, delivery.token
+                self.leader.after_flush(lambda: self.deliveries.settle_local(eval_id, token, True))
             return True
 
     def _request_id(self) -> str:

@@ -36,7 +36,7 @@ from actors.leader.core.repeated_requests import repeated_answer
 from actors.leader.durable_log import DurableLog, Fence, NotLeaderError
 from actors.leader.local_scheduling import LocalDeliveries, LocalScheduling
 from actors.leader.plan_hold import PlanHold, PlanHoldMethods
-from actors.leader.service_records import CommitFeed, LeaderStats, visible_at
+from actors.leader.service_records import CommitFeed, LeaderStats, StagedCommitLost, visible_at
 from actors.leader.snapshots import SnapshotPolicy, SnapshotWriter
 from actors.leader.tracing import LeaderTracing
 from actors.process_settings import after_state_applied, tune_process, when_idle
@@ -106,6 +106,7 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         # Entries decided and applied but not yet durable: a batch's unfenced requests
         # commit together (see `_handle_batch`); None outside a batch.
         self._staged: list[LogEntry] | None = None
+        self._after_flush: list[Callable[[], object]] = []  # settlements awaiting the flush
         self._now_ns = now_ns
         # A staged flush failed and the store could not be rebuilt yet: the loop rebuilds
         # it before deciding anything else. A lost term stops the loop.
@@ -153,6 +154,13 @@ class LeaderService(CommitMethods, PlanHoldMethods):
                 return
             except UNREACHABLE:
                 return  # raised only once stop is set
+            except Exception:
+                # A bug must not leave the cluster without a working leader (the actor would
+                # look alive): what it decided is dropped and the store rebuilt from the log.
+                log.exception("leader loop failed; rebuilding its store from the log")
+                self.stats.loop_errors += 1
+                self._lose_store()
+                stop.wait(0.1)
 
     def poll_once(self) -> int:
         if self._deposed:
@@ -393,6 +401,11 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             )
             return self._reply(submission, PlanResponse(plan.eval_id, submission.attempt, nothing))
         fence = Fence(plan.eval_id, plan.eval_token) if plan.eval_token and fenced else None
+        # The leader's own plans (unfenced) are staged with the rest of its scheduling turn
+        # and answered as staged: their answer goes to no other process; their delivery is
+        # settled once the turn is durable, and a flush that fails rebuilds the store and
+        # the broker, which delivers the evals again.
+        staged = not fenced
         fresh = sum(  # new allocations (the scheduler leaves their create index at 0)
             1
             for allocs in result.node_allocation.values()
@@ -413,9 +426,19 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             # the hosted broker acks the delivery at once: no ack round trip, and its room
             # goes to the next eval as the commit lands.
             broker = self.broker
-            acked = (
-                completed and broker is not None and broker.complete(plan.eval_id, plan.eval_token)
-            )
+            if staged:
+                # The leader's own delivery: settled once the turn's commit is durable
+                # (nothing else can settle a token that lives in this process).
+                acked = completed and broker is not None
+                if acked:
+                    assert broker is not None
+                    self.after_flush(lambda: broker.complete(plan.eval_id, plan.eval_token))
+            else:
+                acked = (
+                    completed
+                    and broker is not None
+                    and broker.complete(plan.eval_id, plan.eval_token)
+                )
             response = PlanResponse(
                 plan.eval_id,
                 submission.attempt,
@@ -427,10 +450,6 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             answered.append(self._reply(submission, response))
 
         carried = self.tracing.entry_trace(span, changes, self.store)
-        # The leader's own plans (unfenced) are staged with the rest of its scheduling turn
-        # and answered as staged: their answer goes to no other process, and a flush that
-        # fails rebuilds the store and the broker, which delivers the evals again.
-        staged = not fenced
         if (
             self._commit(changes, fence, key, on_durable=answer, trace=carried, staged=staged)
             is None
@@ -456,11 +475,19 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             return 0
         assert self._staged is None, "local scheduling runs between batches"
         self._staged = []
+        scheduled = 0
         try:
             scheduled = self.local.run()
-            self._flush_staged()
-        finally:
-            self._staged = None
+        finally:  # even if it raised: what it staged was decided and is applied
+            try:
+                self._flush_staged()
+            except StagedCommitLost:
+                # The store and the broker were rebuilt from the log: the evals whose plans
+                # were lost are pending again and delivered anew.
+                log.warning("the leader's scheduling turn was not committed", exc_info=True)
+                scheduled = 0
+            finally:
+                self._staged = None
         self.stats.local_evals += scheduled
         self.broker.deliver()
         return scheduled

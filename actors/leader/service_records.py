@@ -26,6 +26,7 @@ class LeaderStats:
     commits: int = 0  # durable commits (a batch's staged requests share one)
     held_plans: int = 0  # plans held back by `hold_plans` (a test failpoint)
     local_evals: int = 0  # evals this leader scheduled itself (local_scheduling.py)
+    loop_errors: int = 0  # turns that failed on an unexpected error (store rebuilt)
     log_moved: int = 0  # commits refused for a log that had moved (decided again)
 
 

@@ -166,7 +166,10 @@ class BlockedEvals:
         Releases every escaped eval, and every captured eval that did not explicitly
         mark the class ineligible (an unseen class unblocks too).
         """
-        self._class_unblocks[computed_class] = index
+        # The newest index wins (a restored broker notes capacity out of index order).
+        self._class_unblocks[computed_class] = max(
+            self._class_unblocks.get(computed_class, 0), index
+        )
         out: list[Unblocked] = []
         if computed_class:
             out.extend(self._release(b) for b in list(self._escaped.values()))
@@ -179,7 +182,7 @@ class BlockedEvals:
         """Capacity changed on one node: release the system evals waiting on it."""
         if not node_id:
             return []
-        self._node_unblocks[node_id] = index
+        self._node_unblocks[node_id] = max(self._node_unblocks.get(node_id, 0), index)
         return [self._release(b) for b in list(self._by_node.get(node_id, {}).values())]
 
     def unblock_failed(self) -> list[Unblocked]:

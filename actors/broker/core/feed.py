@@ -96,8 +96,12 @@ class BrokerFeed:
         `tail`: the entries replayed after the snapshot; the capacity they made is noted
         first, so that a blocked eval whose release was not yet written when the old leader
         stopped is released now (a missed unblock)."""
-        for entry in tail:
-            self._capacity(entry, state)  # nothing is blocked yet: this only notes indexes
+        for node in state.nodes():  # capacity as of each ready node's last change...
+            if node.status is NodeStatus.READY:
+                self.blocked.unblock(node.computed_class, node.modify_index)
+                self.blocked.unblock_node(node.id, node.modify_index)
+        for entry in tail:  # ...and what finished in the tail (nothing is blocked yet:
+            self._capacity(entry, state)  # these only note indexes)
         waiting = [e for e in state.evals() if e.status in _RESTORED]
         writes: list[Evaluation] = []
         for evaluation in sorted(waiting, key=lambda e: (e.create_index, e.id)):

@@ -89,7 +89,7 @@ def client_updates(core: LeaderCore, updates: Iterable[AllocClientUpdate]) -> li
     if kept:
         watched = core.deployment_pending()
         core.watcher.on_client_updates(core.deadlines, kept, watched)
-        changes += watched.changes()
+        changes += watched.changes(after=changes)
     return changes
 
 

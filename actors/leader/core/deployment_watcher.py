@@ -88,13 +88,28 @@ class Pending:
             )
         return self.evals[key]
 
-    def changes(self) -> list[StateChange]:
+    def changes(self, after: Sequence[StateChange] = ()) -> list[StateChange]:
+        """The turn's changes, to commit after `after` (what else the turn decided). An
+        allocation marked for replacement is written whole, so one that an earlier change
+        of the same commit rewrote (a drain marking it to migrate) is marked on that record,
+        not on the one read before the commit."""
         out: list[StateChange] = []
         if self.records:
             out.append(UpsertDeployments(tuple(self.records.values())))
         out += self.other
         if self.allocs:
-            out.append(UpsertAllocs(tuple(self.allocs.values())))
+            marked = dict(self.allocs)
+            for change in after:
+                if isinstance(change, UpsertAllocs):
+                    for alloc in change.allocs:
+                        if alloc.id in marked:
+                            transition = dataclasses.replace(
+                                alloc.desired_transition, reschedule=True
+                            )
+                            marked[alloc.id] = dataclasses.replace(
+                                alloc, desired_transition=transition
+                            )
+            out.append(UpsertAllocs(tuple(marked.values())))
         if self.evals:
             out.append(UpsertEvals(tuple(self.evals.values())))
         return out

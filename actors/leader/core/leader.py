@@ -162,7 +162,7 @@ class LeaderCore:
                 changes += end_waiting_run(
                     self.state, namespace, job_id, submit_time, now_ns=now, new_id=self.new_id
                 )
-        return changes + watched.changes()
+        return changes + watched.changes(after=changes)
 
     def deployment_pending(self) -> Pending:
         """A turn's deployment decisions, gathered (deployment_watcher.py)."""

@@ -276,3 +276,26 @@ def test_a_delivery_that_cannot_reach_the_workers_does_not_stop_the_leader(
     with broker.lock:
         assert broker.broker.stats().total_unacked == 1
     assert not delivered(client)
+
+
+def test_a_delivery_is_settled_only_once_its_plan_is_durable(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ack frees the job's slot, and the broker's own thread may hand the job's next
+    eval to a worker at once: that worker's replica must already hold the plan."""
+    leader, broker = start(client)
+    first = register(leader, job("a"))
+    real_commit = leader.durable.commit
+    seen: list[object] = []
+
+    def commit(expected: int, entries: Any, fences: Any) -> Any:
+        with broker.lock:
+            seen.append(broker.broker.location(first))
+        return real_commit(expected, entries, fences)
+
+    monkeypatch.setattr(leader.durable, "commit", commit)
+    leader.poll_once()
+    assert len(allocs_of(leader, "a")) == 1
+    assert [str(s) for s in seen] == ["unacked"]  # still held as the turn's commit went out
+    with broker.lock:
+        assert broker.broker.location(first) is None  # acked after it

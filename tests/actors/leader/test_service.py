@@ -304,3 +304,34 @@ def test_nodes_whose_down_marking_failed_to_commit_are_marked_down_next_turn(
     service.poll_once()  # rebuilds the store, then marks the node down
     stored = service.store.node("n1")
     assert stored is not None and stored.status is NodeStatus.DOWN
+
+
+def test_an_unexpected_error_in_a_turn_rebuilds_the_store_and_the_loop_goes_on(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug must not leave an actor that looks alive with no leader loop behind it."""
+    import threading
+
+    service = leader(client)
+    real = service._drain_inbox
+    failures = [RuntimeError("a bug")]
+
+    def drain_once_badly() -> int:
+        if failures:
+            raise failures.pop()
+        return real()
+
+    monkeypatch.setattr(service, "_drain_inbox", drain_once_badly)
+    store_before = service.store
+    stop = threading.Event()
+    thread = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        response = service.submit(
+            LeaderRequest(RequestKind.REGISTER_JOB, request_id="after", job=job()), timeout_s=30
+        )
+        assert response.ok and thread.is_alive()
+        assert service.stats.loop_errors == 1 and service.store is not store_before
+    finally:
+        stop.set()
+        thread.join(timeout=10)

@@ -263,12 +263,15 @@ class Reconciler:
         """Nomad's updateByReschedulable: a failed allocation of the active deployment is
         replaced only once the deployment watcher allows it (desired transition
         `reschedule`, set when the group has a progress deadline); without one the watcher
-        fails the deployment instead, and the allocation is replaced after that."""
+        fails the deployment instead, and the allocation is replaced after that. As in
+        Nomad, one the watcher never marks (health set by hand, or healthy before it
+        failed) waits for the deployment to end."""
         current = self.current
         return (
             current is not None
             and current.active
             and alloc.deployment_id == current.id
+            and alloc.task_group in current.task_groups  # a group the deployment watches
             and not alloc.desired_transition.reschedule
         )
 

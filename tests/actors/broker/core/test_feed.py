@@ -196,29 +196,42 @@ def test_a_rebuilt_store_restores_only_what_is_still_pending_or_blocked() -> Non
     assert h.blocked.get("default", "train") is not None
 
 
-def test_a_restored_blocked_eval_that_missed_capacity_in_the_tail_is_released() -> None:
-    """The old leader stopped after the node came up but before it wrote the release."""
+def test_a_restored_blocked_eval_that_missed_capacity_is_released() -> None:
+    """The old leader stopped after capacity came (a node up, an allocation finished) but
+    before it wrote the release; an eval that saw all the capacity there is stays blocked."""
+
+    def blocked_on(h: Harness, gpu: Node) -> Evaluation:
+        return Evaluation(
+            id="b1",
+            job_id="train",
+            type="batch",
+            status=EvalStatus.BLOCKED,
+            triggered_by=TriggeredBy.QUEUED_ALLOCS,
+            class_eligibility={gpu.computed_class: True},
+            snapshot_index=h.store.latest_index(),
+        )
+
+    # A node that came up after the eval's snapshot.
     h = Harness()
     gpu = node("n1", "gpu", NodeStatus.DOWN)
     h.store.commit(UpsertNodes((gpu,)))
-    blocked = Evaluation(
-        id="b1",
-        job_id="train",
-        type="batch",
-        status=EvalStatus.BLOCKED,
-        triggered_by=TriggeredBy.QUEUED_ALLOCS,
-        class_eligibility={gpu.computed_class: True},
-        snapshot_index=h.store.latest_index(),
-    )
-    h.store.commit(UpsertEvals((blocked,)))
-    up = UpsertNodes((node("n1", "gpu"),))
-    tail = [LogEntry(h.store.commit(up), 0, up)]
-
-    writes = h.feed.restore(h.store, tail)
+    h.store.commit(UpsertEvals((blocked_on(h, gpu),)))
+    h.store.commit(UpsertNodes((node("n1", "gpu"),)))
+    writes = h.feed.restore(h.store)
     assert [(e.id, e.status) for e in writes] == [("b1", EvalStatus.PENDING)]
     assert h.blocked.get("default", "train") is None
-    # Without the tail it waits, as Nomad's restored blocked evals do, for new capacity.
+
+    # An allocation that finished in the log's tail, on a node ready all along.
+    h = Harness()
+    gpu = node("n1", "gpu")
+    h.store.commit(UpsertNodes((gpu,)))
+    alloc = Allocation(id="a1", job_id="other", node_id="n1", task_group="g")
+    h.store.commit(UpsertAllocs((alloc,)))
+    h.store.commit(UpsertEvals((blocked_on(h, gpu),)))
+    done = UpdateAllocsClientStatus((AllocClientUpdate("a1", ClientStatus.COMPLETE, node_id="n1"),))
+    tail = [LogEntry(h.store.commit(done), 0, done)]
+    assert h.feed.restore(h.store) == []  # without the tail it waits for new capacity
     again = Harness()
     again.store = h.store
-    assert again.feed.restore(again.store) == []
-    assert again.blocked.get("default", "train") is not None
+    writes = again.feed.restore(again.store, tail)
+    assert [(e.id, e.status) for e in writes] == [("b1", EvalStatus.PENDING)]

@@ -409,3 +409,25 @@ def test_a_new_leader_times_the_health_of_running_allocations(
     clock.now += 10 * S
     commit(fresh, fresh.due())
     assert latest(fresh).status is DeploymentStatus.SUCCESSFUL
+
+
+def test_a_replacement_mark_keeps_a_drains_mark_made_in_the_same_commit(
+    core: LeaderCore,
+) -> None:
+    """The drainer and the watcher both rewrite the allocation in one turn: the later
+    record carries both transitions, not just the watcher's."""
+    from actors.leader.core.deployment_watcher import Pending
+    from contracts import DesiredTransition
+    from contracts.state_log import UpsertAllocs
+
+    alloc = Allocation(id="a1", job_id="web", node_id="n1", task_group="g")
+    pending = Pending(core.state, core.eval_for)
+    pending.allocs["a1"] = dataclasses.replace(
+        alloc, desired_transition=DesiredTransition(reschedule=True)
+    )
+    drained = dataclasses.replace(alloc, desired_transition=DesiredTransition(migrate=True))
+    (written,) = [
+        c for c in pending.changes(after=[UpsertAllocs((drained,))]) if isinstance(c, UpsertAllocs)
+    ]
+    (record,) = written.allocs
+    assert record.desired_transition == DesiredTransition(migrate=True, reschedule=True)
