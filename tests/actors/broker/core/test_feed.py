@@ -60,6 +60,19 @@ def node(node_id: str, node_class: str, status: NodeStatus = NodeStatus.READY) -
     ).with_computed_class()
 
 
+def blocked_on(h: Harness, gpu: Node) -> Evaluation:
+    """A batch eval of `train` blocked for want of `gpu`'s class, at the store's index."""
+    return Evaluation(
+        id="b1",
+        job_id="train",
+        type="batch",
+        status=EvalStatus.BLOCKED,
+        triggered_by=TriggeredBy.QUEUED_ALLOCS,
+        class_eligibility={gpu.computed_class: True},
+        snapshot_index=h.store.latest_index(),
+    )
+
+
 def test_pending_evals_in_the_log_are_enqueued_once_per_job() -> None:
     h = Harness()
     assert h.commit(UpsertEvals((pending("e1"), pending("e2"), pending("x1", "other")))) == []
@@ -73,15 +86,7 @@ def test_blocked_eval_released_when_a_node_of_an_eligible_class_comes_up() -> No
     h = Harness()
     gpu = node("n1", "gpu", NodeStatus.DOWN)
     h.commit(UpsertNodes((gpu,)))
-    blocked = Evaluation(
-        id="b1",
-        job_id="train",
-        type="batch",
-        status=EvalStatus.BLOCKED,
-        triggered_by=TriggeredBy.QUEUED_ALLOCS,
-        class_eligibility={gpu.computed_class: True},
-        snapshot_index=h.store.latest_index(),
-    )
+    blocked = blocked_on(h, gpu)
     assert h.commit(UpsertEvals((blocked,))) == []
     assert h.blocked.get("default", "train") is not None
     writes = h.commit(UpsertNodes((node("n1", "gpu"),)))
@@ -176,15 +181,7 @@ def test_a_rebuilt_store_restores_only_what_is_still_pending_or_blocked() -> Non
     h.store.commit(UpsertEvals((done, pending("waits", "web"))))
     h.store.commit(UpsertEvals((pending("next", "web"),)))
     h.store.commit(UpsertEvals((dataclasses.replace(done, status=EvalStatus.COMPLETE),)))
-    blocked = Evaluation(
-        id="b1",
-        job_id="train",
-        type="batch",
-        status=EvalStatus.BLOCKED,
-        triggered_by=TriggeredBy.QUEUED_ALLOCS,
-        class_eligibility={gpu.computed_class: True},
-        snapshot_index=h.store.latest_index(),
-    )
+    blocked = blocked_on(h, gpu)
     h.store.commit(UpsertEvals((blocked,)))
 
     assert h.feed.restore(h.store) == []
@@ -199,17 +196,6 @@ def test_a_rebuilt_store_restores_only_what_is_still_pending_or_blocked() -> Non
 def test_a_restored_blocked_eval_that_missed_capacity_is_released() -> None:
     """The old leader stopped after capacity came (a node up, an allocation finished) but
     before it wrote the release; an eval that saw all the capacity there is stays blocked."""
-
-    def blocked_on(h: Harness, gpu: Node) -> Evaluation:
-        return Evaluation(
-            id="b1",
-            job_id="train",
-            type="batch",
-            status=EvalStatus.BLOCKED,
-            triggered_by=TriggeredBy.QUEUED_ALLOCS,
-            class_eligibility={gpu.computed_class: True},
-            snapshot_index=h.store.latest_index(),
-        )
 
     # A node that came up after the eval's snapshot.
     h = Harness()
