@@ -200,7 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _flag(agent, "-redis-url", default=None, help="default: embedded")
     _flag(agent, "-ray-address", default=None, help="default: local Ray")
-    _flag(agent, "-workers", type=int, default=None, help="default: CPUs")
+    _flag(agent, "-workers", type=int, default=None, help="default: CPUs less one")
     _flag(agent, "-nodes", type=int, default=3, help="simulated dev nodes")
     _flag(agent, "-node", default=None, help="the agent's own node's name (default: host name)")
     _flag(agent, "-acl-enabled", action="store_true", help="require X-Nomad-Token")

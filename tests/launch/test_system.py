@@ -371,3 +371,9 @@ def test_ray_workers_keep_the_drivers_pythonpath_after_the_project(
     assert launch.system._worker_pythonpath() == f"{root}{os.pathsep}/opt/site"
     monkeypatch.delenv("PYTHONPATH")
     assert launch.system._worker_pythonpath() == root
+
+
+def test_the_default_worker_count_leaves_a_cpu_to_the_leaders_own_scheduling() -> None:
+    default_workers = launch.system.default_workers
+    assert [default_workers(cpus, True) for cpus in (1, 2, 16)] == [1, 1, 15]
+    assert [default_workers(cpus, False) for cpus in (1, 2, 16)] == [1, 2, 16]
