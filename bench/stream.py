@@ -458,7 +458,7 @@ def _counters(system: DroverSystem) -> dict[str, int]:
     counts = {"log_entries": leader["index"], "leader_requests": leader["requests"]}
     counts |= {k: leader[k] for k in ("plans", "partial_plans", "rejected_nodes")}
     counts |= {f"worker_{k}": sum(w[k] for w in workers) for k in ("evals", "refreshes", "nacks")}
-    # Evals the leader scheduled itself while the workers were idle (local_scheduling.py).
+    # Evals the leader scheduled itself (local_scheduling.py).
     counts["leader_evals"] = leader["local_evals"]
     delivered = ray.get(system.leader.broker_stats.remote())["delivered"]
     return counts | {"broker_deliveries": delivered}
@@ -498,7 +498,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--leader-schedules",
         choices=("on", "off"),
         default="on",
-        help="small evals scheduled by the idle-cluster leader (actors/leader/local_scheduling.py)",
+        help="small evals scheduled by the leader itself (actors/leader/local_scheduling.py)",
     )
     args = parser.parse_args(argv)
     if _jobs(args) > holds(args.nodes):

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from contracts.resources import AllocatedResources
+
+if TYPE_CHECKING:
+    from contracts.job import ReschedulePolicy
 
 
 class DesiredStatus(StrEnum):
@@ -89,6 +93,11 @@ class Allocation:
 
     def client_terminal(self) -> bool:
         return self.client_status in CLIENT_TERMINAL
+
+    def reschedule_eligible(self, policy: ReschedulePolicy, now_ns: int) -> bool:
+        """Nomad's RescheduleEligible: whether `policy` allows this allocation one more
+        reschedule, given the ones it already had."""
+        return policy.allows_another((e.reschedule_time for e in self.reschedule_events), now_ns)
 
     def terminal(self) -> bool:
         """Terminal on either side: it no longer holds (or will soon release) its resources."""

@@ -19,7 +19,7 @@ import logging
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 import redis
@@ -119,11 +119,7 @@ class CommitMethods:
                 if on_durable is not None:
                     on_durable(outcome.index)
             finally:  # durable: the store follows even if answering failed
-                for entry in entries:
-                    self.store.apply(entry)
-                    self._remember(entry)
-                    self._feed(entry)
-                self.stats.index = outcome.index
+                self._apply_durable(entries)
             self._deliver()
             return outcome.index
         if outcome.reason.startswith("token:"):
@@ -139,12 +135,17 @@ class CommitMethods:
             self._lose_store()
             raise StagedCommitLost(f"the store was at {expected}, the log at {outcome.index}")
         self.stats.log_moved += 1
-        for entry in self.durable.entries_after(self.store.latest_index()):
+        self._apply_durable(self.durable.entries_after(self.store.latest_index()))
+        raise LogMoved(f"the log was at {outcome.index}, not {expected}")
+
+    def _apply_durable(self, entries: Iterable[LogEntry]) -> None:
+        """Entries known to be in the log: applied, their requests remembered, and the
+        broker handed them."""
+        for entry in entries:
             self.store.apply(entry)
             self._remember(entry)
             self._feed(entry)
         self.stats.index = self.store.latest_index()
-        raise LogMoved(f"the log was at {outcome.index}, not {expected}")
 
     def after_flush(self, settle: Callable[[], object]) -> None:
         """Run `settle` once what is staged is durable (now, if nothing is): the broker must

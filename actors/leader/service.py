@@ -361,7 +361,7 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         """A plan of the leader's own scheduler (local_scheduling.py): committed unfenced,
         since its delivery's token lives in memory and no one else holds it."""
         with self.tracing.plan(submission, trace or {}) as span:
-            return self._apply_plan_in(submission, span, fenced=False)
+            return self._apply_plan_in(submission, span, own=True)
 
     def _apply_plan(
         self, submission: PlanSubmission, trace: Mapping[str, str] | None = None
@@ -370,11 +370,12 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             return self._apply_plan_in(submission, span)
 
     def _apply_plan_in(
-        self, submission: PlanSubmission, span: Span, *, fenced: bool = True
+        self, submission: PlanSubmission, span: Span, *, own: bool = False
     ) -> PlanResponse:
-        return self._redecided(lambda: self._decide_plan(submission, span, fenced))
+        """`own`: a plan of the leader's own scheduler (see `_decide_plan`)."""
+        return self._redecided(lambda: self._decide_plan(submission, span, own))
 
-    def _decide_plan(self, submission: PlanSubmission, span: Span, fenced: bool) -> PlanResponse:
+    def _decide_plan(self, submission: PlanSubmission, span: Span, own: bool) -> PlanResponse:
         """Decide, commit and answer one plan. A committed plan is answered as soon as its
         commit is durable, before this leader applies it to its own store."""
         started = time.monotonic()
@@ -400,12 +401,11 @@ class LeaderService(CommitMethods, PlanHoldMethods):
                 rejected_nodes=result.rejected_nodes, refresh_index=result.refresh_index
             )
             return self._reply(submission, PlanResponse(plan.eval_id, submission.attempt, nothing))
-        fence = Fence(plan.eval_id, plan.eval_token) if plan.eval_token and fenced else None
-        # The leader's own plans (unfenced) are staged with the rest of its scheduling turn
-        # and answered as staged: their answer goes to no other process; their delivery is
-        # settled once the turn is durable, and a flush that fails rebuilds the store and
-        # the broker, which delivers the evals again.
-        staged = not fenced
+        # The leader's own plans are unfenced (their token lives in this process), staged
+        # with the rest of its scheduling turn and answered as staged: their answer goes to
+        # no other process; their delivery is settled once the turn is durable, and a flush
+        # that fails rebuilds the store and the broker, which delivers the evals again.
+        fence = Fence(plan.eval_id, plan.eval_token) if plan.eval_token and not own else None
         fresh = sum(  # new allocations (the scheduler leaves their create index at 0)
             1
             for allocs in result.node_allocation.values()
@@ -426,19 +426,13 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             # the hosted broker acks the delivery at once: no ack round trip, and its room
             # goes to the next eval as the commit lands.
             broker = self.broker
-            if staged:
-                # The leader's own delivery: settled once the turn's commit is durable
-                # (nothing else can settle a token that lives in this process).
-                acked = completed and broker is not None
-                if acked:
-                    assert broker is not None
-                    self.after_flush(lambda: broker.complete(plan.eval_id, plan.eval_token))
+            if not completed or broker is None:
+                acked = False
+            elif own:  # nothing else can settle a token that lives in this process
+                acked = True
+                self.after_flush(lambda: broker.complete(plan.eval_id, plan.eval_token))
             else:
-                acked = (
-                    completed
-                    and broker is not None
-                    and broker.complete(plan.eval_id, plan.eval_token)
-                )
+                acked = broker.complete(plan.eval_id, plan.eval_token)
             response = PlanResponse(
                 plan.eval_id,
                 submission.attempt,
@@ -450,10 +444,7 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             answered.append(self._reply(submission, response))
 
         carried = self.tracing.entry_trace(span, changes, self.store)
-        if (
-            self._commit(changes, fence, key, on_durable=answer, trace=carried, staged=staged)
-            is None
-        ):
+        if self._commit(changes, fence, key, on_durable=answer, trace=carried, staged=own) is None:
             self.stats.stale_plans += 1
             stale = PlanResponse(plan.eval_id, submission.attempt, PlanResult(), error=STALE_TOKEN)
             return self._reply(submission, stale)

@@ -321,15 +321,13 @@ class DeploymentWatcher:
         if deployment.status is DeploymentStatus.RUNNING:
             pending.evaluate(deployment)
 
-    def _unhealthy_live(
-        self, deployment: Deployment
-    ) -> Iterable[tuple[DeploymentState, Allocation]]:
-        """Unhealthy allocations not yet stopped or replaced, with their group's state."""
+    def _unhealthy_live(self, deployment: Deployment) -> Iterable[Allocation]:
+        """Unhealthy allocations not yet stopped or replaced."""
         for state in deployment.task_groups.values():
             for alloc_id in state.unhealthy_ids:
                 alloc = self.state.alloc(alloc_id)
                 if alloc is not None and not alloc.server_terminal() and not alloc.next_allocation:
-                    yield state, alloc
+                    yield alloc
 
     def _fails_early(self, deployment: Deployment) -> bool:
         """Nomad's shouldFailEarly: an unhealthy allocation fails the deployment at once if
@@ -341,13 +339,12 @@ class DeploymentWatcher:
             return True
         job = self._job(deployment)
         now = self.now_ns()
-        for _state, alloc in self._unhealthy_live(deployment):
+        for alloc in self._unhealthy_live(deployment):
             tg = job.lookup_task_group(alloc.task_group) if job is not None else None
             policy = (
                 tg.reschedule_policy if tg is not None else None
             ) or DEFAULT_SERVICE_RESCHEDULE
-            times = (e.reschedule_time for e in alloc.reschedule_events)
-            if not policy.allows_another(times, now):
+            if not alloc.reschedule_eligible(policy, now):
                 return True
         return False
 
@@ -356,7 +353,7 @@ class DeploymentWatcher:
         eval for the scheduler to place them."""
         now = self.now_ns()
         marked = False
-        for _state, alloc in self._unhealthy_live(deployment):
+        for alloc in self._unhealthy_live(deployment):
             if alloc.desired_transition.reschedule or alloc.id in pending.allocs:
                 continue
             transition = dataclasses.replace(alloc.desired_transition, reschedule=True)

@@ -38,22 +38,21 @@ class HeartbeatTracker:
         self._seq = itertools.count()
 
     def beat(self, node_id: str, now: float) -> None:
-        seq = next(self._seq)
-        deadline = now + self.ttl_s + self.grace_s
-        self._live[node_id] = (deadline, seq)
-        heapq.heappush(self._heap, (deadline, seq, node_id))
+        self._arm(node_id, now + self.ttl_s + self.grace_s)
         if len(self._heap) > 2 * len(self._live) + 64:
             self._compact()
+
+    def _arm(self, node_id: str, deadline: float) -> None:
+        seq = next(self._seq)
+        self._live[node_id] = (deadline, seq)
+        heapq.heappush(self._heap, (deadline, seq, node_id))
 
     def overdue(self, node_ids: list[str], now: float) -> None:
         """Nodes `expired` reported whose handling failed (their commit did not go through):
         reported again by the next `expired`, unless they beat first."""
         for node_id in node_ids:
-            if node_id in self._live:
-                continue  # beat meanwhile
-            seq = next(self._seq)
-            self._live[node_id] = (now, seq)
-            heapq.heappush(self._heap, (now, seq, node_id))
+            if node_id not in self._live:  # else it beat meanwhile
+                self._arm(node_id, now)
 
     def forget(self, node_id: str) -> None:
         """Stop tracking a node (deregistered, or already handled as down)."""

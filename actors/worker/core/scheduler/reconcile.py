@@ -31,7 +31,6 @@ from contracts import (
     Job,
     Node,
     NodeStatus,
-    ReschedulePolicy,
     TaskGroup,
     UpdateStrategy,
 )
@@ -156,10 +155,6 @@ def tainted_nodes(
         if node is None or node.status in (NodeStatus.DOWN, NodeStatus.DISCONNECTED) or node.drain:
             tainted[node_id] = node
     return tainted
-
-
-def _reschedulable(alloc: Allocation, policy: ReschedulePolicy, now_ns: int) -> bool:
-    return policy.allows_another((e.reschedule_time for e in alloc.reschedule_events), now_ns)
 
 
 class Reconciler:
@@ -310,7 +305,7 @@ class Reconciler:
             if status is ClientStatus.FAILED:
                 if self._held_by_deployment(alloc):
                     untainted.append(alloc)  # the deployment watcher has not allowed it yet
-                elif _reschedulable(alloc, policy, self.now_ns) and not alloc.next_allocation:
+                elif alloc.reschedule_eligible(policy, self.now_ns) and not alloc.next_allocation:
                     reschedule.append(alloc)
                 else:
                     untainted.append(alloc)  # out of attempts: it keeps its slot
