@@ -61,3 +61,18 @@ def test_plans_travel_in_the_compact_form_and_round_trip() -> None:
     wire["NodeAllocation"][0]["Rows"][0][0] = 5
     with pytest.raises(CodecError, match=r"\$\.NodeAllocation\[0\]\.Rows\[0\]"):
         loads(Plan, orjson.dumps(wire))
+
+
+def test_a_leader_response_carries_its_visible_index_and_refuses_a_bad_one() -> None:
+    import orjson
+    import pytest
+
+    from contracts import CodecError, dumps, loads
+    from contracts.messages import LeaderResponse
+
+    answer = LeaderResponse("r1", ok=True, index=7, visible_index=9)
+    assert loads(LeaderResponse, dumps(answer)) == answer
+    wire = orjson.loads(dumps(answer))
+    wire["VisibleIndex"] = "nine"
+    with pytest.raises(CodecError, match=r"\$\.VisibleIndex"):
+        loads(LeaderResponse, orjson.dumps(wire))
