@@ -74,7 +74,7 @@ class FleetMethods:
         else:
             node_ids = ray.get(self._fleet_agent().host_fleet.remote(spec))
         self.fleet_specs[spec.name] = spec
-        self._wait_for_nodes(set(node_ids))
+        self._wait_for_nodes(set(node_ids), fleet=spec.name)
         return spec.count
 
     def delete_fleet(self, name: str, deadline_s: float = DELETE_DEADLINE_S) -> int:
@@ -141,10 +141,18 @@ class FleetMethods:
             ray.get(agent.ready.remote())
         return agent
 
-    def _wait_for_nodes(self, node_ids: set[str], timeout_s: float = 60.0) -> None:
+    def _wait_for_nodes(
+        self, node_ids: set[str], fleet: str | None = None, timeout_s: float = 60.0
+    ) -> None:
+        """Wait until the leader knows every node. With `fleet`, until it knows each as an
+        instance of that fleet: a Ray node joining a fleet is already known, outside it."""
         deadline = time.monotonic() + timeout_s
         while node_ids:
-            known = {n.id for n in ray.get(self.leader.nodes.remote())}
+            known = {
+                n.id
+                for n in ray.get(self.leader.nodes.remote())
+                if fleet is None or n.attributes.get(FLEET_ATTRIBUTE) == fleet
+            }
             missing = node_ids - known
             if not missing:
                 return
