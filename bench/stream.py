@@ -491,7 +491,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--burst", type=int, default=10_000, help="0: no burst")
     parser.add_argument("--idle", type=int, default=50, help="0: no idle phase")
     parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="scheduler workers (default: the system's, one per CPU less one)",
+    )
     parser.add_argument("--drain", type=float, default=60.0, help="at most this long, s")
     parser.add_argument("--tracing", choices=("on", "off"), default="off")
     parser.add_argument(
@@ -529,7 +534,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     config = SystemConfig(
         data_dir=data_dir,
         workers=args.workers,
-        num_cpus=max(2, args.workers),
+        num_cpus=max(2, args.workers) if args.workers else None,
         fleets=[fleet],
         http_addr="127.0.0.1:0",
         tracing=args.tracing == "on",
@@ -542,6 +547,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
         started = time.monotonic()
         with DroverSystem(config) as system:
             common["start_s"] = round(time.monotonic() - started, 1)
+            common["workers"] = len(system.workers)
             load = context.Process(
                 target=_load_main,
                 args=(theirs, system.http_address, system.redis_url, config.prefix, args.clients),

@@ -9,7 +9,6 @@ Wire form: `{"Index": 7, "Term": 1, "Type": "UpsertAllocs", "Change": {...Pascal
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
@@ -349,6 +348,7 @@ def _expand_allocs(wire: Any, path: str, compact: bool) -> UpsertAllocs | Upsert
 # can leave the other groups undecoded.
 _UPDATE_GROUP_KEYS = frozenset({"ClientStatus", "ClientDescription", "ModifyTime", "Rows"})
 _update_from_row = replacer(AllocClientUpdate, "alloc_id", "node_id")
+_eval_of_job_at = replacer(Evaluation, "job_modify_index")
 _CLIENT_TERMINAL_VALUES = frozenset(s.value for s in CLIENT_TERMINAL)
 
 
@@ -472,7 +472,7 @@ def decode_entry(
         evals = from_wire(tuple[Evaluation, ...], data["Change"].get("Evals"), "$.Change.Evals")
         if data["Change"].get("KeepVersion") is not True:
             # The store gives a registration's evals the job's new modify index (its own).
-            evals = tuple(dataclasses.replace(e, job_modify_index=index) for e in evals)
+            evals = tuple(_eval_of_job_at(e, index) for e in evals)
         change = UpsertEvals(evals)
     elif cls is UpsertAllocs and skip_allocs and isinstance(data["Change"], dict):
         evals = from_wire(tuple[Evaluation, ...], data["Change"].get("Evals"), "$.Change.Evals")

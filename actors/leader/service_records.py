@@ -3,12 +3,12 @@ eval broker it hosts), and the error of a staged commit the log refused."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from actors.state import StateReader
+from contracts.copying import replacer
 from contracts.messages import LeaderResponse
 from contracts.state_log import LogEntry
 
@@ -57,8 +57,11 @@ class StagedCommitLost(RuntimeError):
     """Staged entries could not be made durable; the store was rebuilt from the log."""
 
 
+_with_visible_index = replacer(LeaderResponse, "visible_index")
+
+
 def visible_at(answer: tuple[str, str, object], index: int) -> tuple[str, str, object]:
     """An answer to publish, saying what the leader had committed when it answered."""
     stream, kind, response = answer
     assert isinstance(response, LeaderResponse)
-    return stream, kind, dataclasses.replace(response, visible_index=index)
+    return stream, kind, _with_visible_index(response, index)

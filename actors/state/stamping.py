@@ -9,6 +9,7 @@ from __future__ import annotations
 from contracts.allocation import Allocation, ClientStatus
 from contracts.copying import replacer
 from contracts.evaluation import Evaluation
+from contracts.job import Job
 from contracts.node import Node
 
 # A plan may set these client statuses itself (Nomad's upsertAllocsImpl).
@@ -31,6 +32,14 @@ client_updated = replacer(
     Allocation, "client_status", "client_description", "modify_index", "modify_time"
 )
 stamped_eval = replacer(Evaluation, "create_index", "modify_index")
+# A registration's evals carry the job's modify index (the registration's own, or the kept
+# version's): every store applies them, so these copies are generated, not
+# `dataclasses.replace` (which walks the fields by name on each call: ~4x the time).
+stamped_job_eval = replacer(Evaluation, "create_index", "modify_index", "job_modify_index")
+registered_job = replacer(
+    Job, "status", "version", "create_index", "modify_index", "job_modify_index"
+)
+job_with_status = replacer(Job, "status", "modify_index")
 
 stamped_node = replacer(Node, "create_index", "modify_index")
 

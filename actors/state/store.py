@@ -31,8 +31,11 @@ from actors.state.reader import CONFIG_KEY, JobKey, TableReader
 from actors.state.snapshot import TABLE_SLOTS, ScalingByGroup, StateSnapshot
 from actors.state.stamping import (
     client_updated,
+    job_with_status,
+    registered_job,
     stamped_alloc,
     stamped_eval,
+    stamped_job_eval,
     stamped_node,
 )
 from actors.state.usage import NodeUsage, UsageTable
@@ -249,17 +252,13 @@ class StateStore(TableReader):
             if existing is not None:
                 self._rewrite_version(existing, job, index)
         else:
+            # The status reads the job's type and stop flag, which the stamping keeps.
+            status = compute_job_status(job, self._activity(key))
             if existing is None:
-                new = replace(job, create_index=index, modify_index=index, job_modify_index=index)
+                new = registered_job(job, status, job.version, index, index, index)
             else:
-                new = replace(
-                    job,
-                    version=existing.version + 1,
-                    create_index=existing.create_index,
-                    modify_index=index,
-                    job_modify_index=index,
-                )
-            new = replace(new, status=compute_job_status(new, self._activity(key)))
+                version, created = existing.version + 1, existing.create_index
+                new = registered_job(job, status, version, created, index, index)
             self._jobs.set(key, new)
             self._versions.set(key, add_version(self._versions.get(key) or (), new))
             self._touch("jobs", index)
@@ -337,7 +336,7 @@ class StateStore(TableReader):
             status = compute_job_status(job, self._activity(key), eval_delete=eval_delete)
             if status is job.status:
                 continue
-            new = replace(job, status=status, modify_index=index)
+            new = job_with_status(job, status, index)
             self._jobs.set(key, new)
             self._versions.set(key, replace_version(self._versions.get(key) or (), new))
             self._touch("jobs", index)
@@ -357,9 +356,7 @@ class StateStore(TableReader):
         if job_modify_index is None:
             new = stamped_eval(ev, create, index)
         else:
-            new = replace(
-                ev, create_index=create, modify_index=index, job_modify_index=job_modify_index
-            )
+            new = stamped_job_eval(ev, create, index, job_modify_index)
         key = (new.namespace, new.job_id)
         if old is not None:
             self._forget_eval(old, keep_index=(old.namespace, old.job_id) == key)

@@ -16,7 +16,6 @@ an answer nobody waits for any more is dropped. The leader caps every response s
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import threading
 import uuid
@@ -29,11 +28,13 @@ from actors.streams.bus import StreamBus
 from actors.streams.envelope import BadMessage, decode_message, registry_of
 from actors.streams.names import StreamNames
 from actors.streams.wake import WakeableReads
+from contracts.copying import replacer
 from contracts.messages import LeaderRequest, LeaderResponse
 
 log = logging.getLogger(__name__)
 
 RESPONSES = registry_of(LeaderResponse)
+_with_reply_to = replacer(LeaderRequest, "reply_to")
 READ_COUNT = 256
 
 
@@ -134,4 +135,4 @@ class LeaderLink:
 
 
 def _replying_to(request: LeaderRequest, stream: str) -> LeaderRequest:
-    return dataclasses.replace(request, reply_to=stream)
+    return _with_reply_to(request, stream)

@@ -184,6 +184,11 @@ def test_a_workload_the_nodes_cannot_hold_is_refused() -> None:
     assert exited.value.code == 2
 
 
+def test_the_default_worker_count_is_left_to_the_system() -> None:
+    assert parse_args([]).workers is None
+    assert parse_args(["--workers", "3"]).workers == 3
+
+
 def test_a_tiny_run_prints_every_figure_and_every_job_commits() -> None:
     tiny = {"nodes": 50, "rates": 20, "seconds": 2, "burst": 20, "idle": 3, "clients": 2}
     args = parse_args([a for k, v in tiny.items() for a in (f"--{k}", str(v))] + ["--workers", "1"])
@@ -191,7 +196,7 @@ def test_a_tiny_run_prints_every_figure_and_every_job_commits() -> None:
     assert [line["phase"] for line in lines] == ["idle", "rate", "burst"]
     idle, rate, burst = lines
     for line in lines:
-        assert line["bench"] == "stream"
+        assert line["bench"] == "stream" and line["workers"] == 1  # the count started
         assert [f for f in EVERY_PHASE if f not in line] == []
         assert line["register_errors"] == line["uncommitted"] == line["not_running"] == 0
         for name in LATENCIES:
