@@ -227,8 +227,37 @@ def from_wire(tp: type[T], data: Any, path: str = "$", unknown: Unknown = "error
             # wrong path): the validating path decodes it or explains it. Anything else the
             # generated code raises is a bug in it and propagates.
             _fallbacks[tp] = _fallbacks.get(tp, 0) + 1
+    else:
+        record = _record_of_tuple(tp)
+        if record is not None and type(data) is list:
+            try:
+                decode = fast_decoder(record, unknown == "error")
+                fast_records: T = tuple(decode(item) for item in data)  # type: ignore[assignment]
+                return fast_records
+            except (Slow, CodecError):
+                _fallbacks[record] = _fallbacks.get(record, 0) + 1
     decoded: T = _decoder_for_type(tp)(data, path, unknown)
     return decoded
+
+
+_record_tuples: dict[Any, type | None] = {}
+
+
+def _record_of_tuple(tp: Any) -> type | None:
+    """R for `tuple[R, ...]` of a record R with no custom wire form (the log's lists of
+    evaluations): those take the fast path record by record."""
+    try:
+        return _record_tuples[tp]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable annotation
+        return None
+    args = get_args(tp) if get_origin(tp) is tuple else ()
+    record = args[0] if len(args) == 2 and args[1] is Ellipsis else None
+    if not (isinstance(record, type) and dataclasses.is_dataclass(record)) or record in _custom:
+        record = None
+    _record_tuples[tp] = record
+    return record
 
 
 # Records the fast path handed to the validating one, per type. Valid JSON from our own

@@ -335,3 +335,20 @@ def test_every_record_with_a_decodable_shape_compiles_a_fast_decoder() -> None:
     for cls in records - {Envelope, LogEntry}:
         for strict in (True, False):
             fast_decoder(cls, strict)
+
+
+def test_a_tuple_of_records_takes_the_fast_path_record_by_record() -> None:
+    """The log's lists of evaluations (`tuple[Evaluation, ...]`) decode each record on its
+    fast path; a bad one falls back, counted, and the error names its index."""
+    evals = (EVAL, dataclasses.replace(EVAL, id="other"))
+    wire = orjson.loads(orjson.dumps(to_wire(evals)))
+    before = _fallbacks(Evaluation)
+    assert from_wire(tuple[Evaluation, ...], wire) == evals
+    assert from_wire(tuple[Evaluation, ...], []) == ()
+    assert _fallbacks(Evaluation) == before
+    wire[1]["Priority"] = "high"
+    with pytest.raises(CodecError, match=r"\$\[1\]\.Priority: expected an integer"):
+        from_wire(tuple[Evaluation, ...], wire)
+    assert _fallbacks(Evaluation) == before + 1
+    with pytest.raises(CodecError, match=r"\$: expected a list"):
+        from_wire(tuple[Evaluation, ...], {"not": "a list"})
