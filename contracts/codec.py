@@ -11,6 +11,7 @@ e.g. `$.TaskGroups[0].Count: expected an integer, got "lots"`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import types
@@ -212,9 +213,14 @@ _decoders: dict[Any, Decoder] = {}
 def from_wire(tp: type[T], data: Any, path: str = "$", unknown: Unknown = "error") -> T:
     """Build a `tp` from JSON-shaped data, validating types; raises CodecError with the path.
 
-    Records take the generated fast path first (contracts/fast_decode.py); anything it does
-    not like is decoded again here, slowly, so that the error names its path."""
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+    Records, and tuples of records, take the generated fast path first
+    (contracts/fast_decode.py); anything it does not like is decoded again here, slowly, so
+    that the error names its path."""
+    try:
+        route = _routes[tp]
+    except (KeyError, TypeError):  # not seen yet, or an unhashable annotation
+        route = _route(tp)
+    if route is _RECORD:
         custom = _custom.get(tp)
         if custom is not None:
             decoded_custom: T = custom[1](data, path)
@@ -227,37 +233,35 @@ def from_wire(tp: type[T], data: Any, path: str = "$", unknown: Unknown = "error
             # wrong path): the validating path decodes it or explains it. Anything else the
             # generated code raises is a bug in it and propagates.
             _fallbacks[tp] = _fallbacks.get(tp, 0) + 1
-    else:
-        record = _record_of_tuple(tp)
-        if record is not None and type(data) is list:
-            try:
-                decode = fast_decoder(record, unknown == "error")
-                fast_records: T = tuple(decode(item) for item in data)  # type: ignore[assignment]
-                return fast_records
-            except (Slow, CodecError):
-                _fallbacks[record] = _fallbacks.get(record, 0) + 1
+    elif route is not None and type(data) is list and route not in _custom:
+        try:
+            decode = fast_decoder(route, unknown == "error")
+            fast_records: T = tuple(decode(item) for item in data)  # type: ignore[assignment]
+            return fast_records
+        except (Slow, CodecError):
+            _fallbacks[route] = _fallbacks.get(route, 0) + 1
     decoded: T = _decoder_for_type(tp)(data, path, unknown)
     return decoded
 
 
-_record_tuples: dict[Any, type | None] = {}
+# How from_wire decodes each type it has been asked for: _RECORD (a record: its fast path),
+# R (`tuple[R, ...]` of a record R, as the log's lists of evaluations: R's fast path, record
+# by record) or None (the validating decoder alone). Computed once per type.
+_RECORD: Any = object()
+_routes: dict[Any, Any] = {}
 
 
-def _record_of_tuple(tp: Any) -> type | None:
-    """R for `tuple[R, ...]` of a record R with no custom wire form (the log's lists of
-    evaluations): those take the fast path record by record."""
-    try:
-        return _record_tuples[tp]
-    except KeyError:
-        pass
-    except TypeError:  # an unhashable annotation
-        return None
-    args = get_args(tp) if get_origin(tp) is tuple else ()
-    record = args[0] if len(args) == 2 and args[1] is Ellipsis else None
-    if not (isinstance(record, type) and dataclasses.is_dataclass(record)) or record in _custom:
-        record = None
-    _record_tuples[tp] = record
-    return record
+def _route(tp: Any) -> Any:
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        route = _RECORD
+    else:
+        args = get_args(tp) if get_origin(tp) is tuple else ()
+        record = args[0] if len(args) == 2 and args[1] is Ellipsis else None
+        is_record = isinstance(record, type) and dataclasses.is_dataclass(record)
+        route = record if is_record else None
+    with contextlib.suppress(TypeError):  # unhashable: worked out again on each call
+        _routes[tp] = route
+    return route
 
 
 # Records the fast path handed to the validating one, per type. Valid JSON from our own
