@@ -495,7 +495,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--workers",
         type=int,
         default=None,
-        help="scheduler workers (default: the system's, one per CPU less one)",
+        help="scheduler workers (default: the system's, launch.system.default_workers)",
     )
     parser.add_argument("--drain", type=float, default=60.0, help="at most this long, s")
     parser.add_argument("--tracing", choices=("on", "off"), default="off")

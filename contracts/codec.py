@@ -259,7 +259,7 @@ def _route(tp: Any) -> Any:
         record = args[0] if len(args) == 2 and args[1] is Ellipsis else None
         is_record = isinstance(record, type) and dataclasses.is_dataclass(record)
         route = record if is_record else None
-    with contextlib.suppress(TypeError):  # unhashable: worked out again on each call
+    with contextlib.suppress(TypeError):  # an unhashable annotation: not cached
         _routes[tp] = route
     return route
 

@@ -157,7 +157,10 @@ class FleetMethods:
             if not missing:
                 return
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(missing)} nodes not registered after {timeout_s:.0f}s")
+                where = f' as instances of fleet "{fleet}"' if fleet else ""
+                raise TimeoutError(
+                    f"{len(missing)} nodes not registered{where} after {timeout_s:.0f}s"
+                )
             time.sleep(0.2)  # each poll copies every node out of the leader
 
     def fleets(self) -> list[FleetSpec]:

@@ -252,7 +252,7 @@ class StateStore(TableReader):
             if existing is not None:
                 self._rewrite_version(existing, job, index)
         else:
-            # The status reads the job's type and stop flag, which the stamping keeps.
+            # The status reads the job's type, stop flag and template kind: stamping keeps them.
             status = compute_job_status(job, self._activity(key))
             if existing is None:
                 new = registered_job(job, status, job.version, index, index, index)

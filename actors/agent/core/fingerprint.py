@@ -151,9 +151,9 @@ def fleet_member(node: Node, spec: FleetSpec) -> Node:
         node,
         attributes={
             **node.attributes,
-            FLEET_ATTRIBUTE: spec.name,
             PLACEMENT_ATTRIBUTE: spec.placement,
             **spec.attributes,
+            FLEET_ATTRIBUTE: spec.name,  # the fleet's own name, whatever its attributes say
         },
         meta={**node.meta, **spec.meta},
         node_resources=replace(resources, devices=devices),

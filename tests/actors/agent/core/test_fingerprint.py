@@ -18,6 +18,7 @@ from actors.agent.core.storage import MB as _MB
 from actors.agent.core.storage import Storage
 from contracts import DriverInfo, NodeStatus
 from contracts.node import compute_node_class
+from contracts.share import FLEET_ATTRIBUTE
 
 
 def test_simulated_nodes_are_deterministic_and_ready() -> None:
@@ -195,3 +196,14 @@ def test_enabled_drivers_leave_out_a_disabled_raw_exec(tmp_path: Path) -> None:
     assert enabled_drivers(builtin_drivers(data_dir=tmp_path)) == ("mock",)
     enabled = builtin_drivers(data_dir=tmp_path, raw_exec_enabled=True)
     assert enabled_drivers(enabled) == ("mock", "raw_exec")
+
+
+def test_a_fleet_instance_carries_its_fleets_name_whatever_the_spec_attributes_say() -> None:
+    """The fleet attribute is how the leader (and `apply_fleet`'s wait) tells a fleet's
+    instances; a spec's own attributes cannot move them to another fleet."""
+    spec = FleetSpec(
+        "web", 1, cpu_mhz=4000, memory_mb=8192, attributes={FLEET_ATTRIBUTE: "other", "rack": "r1"}
+    )
+    (node,) = simulated_nodes(spec)
+    assert node.attributes[FLEET_ATTRIBUTE] == "web"
+    assert node.attributes["rack"] == "r1"
