@@ -217,11 +217,11 @@ def from_wire(tp: type[T], data: Any, path: str = "$", unknown: Unknown = "error
     (contracts/fast_decode.py); anything it does not like is decoded again here, slowly, so
     that the error names its path."""
     try:
-        route = _routes[tp]
+        record = _fast_records[tp]
     except (KeyError, TypeError):  # not seen yet, or an unhashable annotation
-        route = _route(tp)
-    if route is _RECORD:
-        custom = _custom.get(tp)
+        record = _fast_record(tp)
+    if record is not None:
+        custom = _custom.get(tp) if record is tp else None
         if custom is not None:
             decoded_custom: T = custom[1](data, path)
             return decoded_custom
@@ -232,36 +232,24 @@ def from_wire(tp: type[T], data: Any, path: str = "$", unknown: Unknown = "error
             # Declined (bad or unusual input, or a nested wire form's error named with the
             # wrong path): the validating path decodes it or explains it. Anything else the
             # generated code raises is a bug in it and propagates.
-            _fallbacks[tp] = _fallbacks.get(tp, 0) + 1
-    elif route is not None and type(data) is list and route not in _custom:
-        try:
-            decode = fast_decoder(route, unknown == "error")
-            fast_records: T = tuple(decode(item) for item in data)  # type: ignore[assignment]
-            return fast_records
-        except (Slow, CodecError):
-            _fallbacks[route] = _fallbacks.get(route, 0) + 1
+            _fallbacks[record] = _fallbacks.get(record, 0) + 1
     decoded: T = _decoder_for_type(tp)(data, path, unknown)
     return decoded
 
 
-# How from_wire decodes each type it has been asked for: _RECORD (a record: its fast path),
-# R (`tuple[R, ...]` of a record R, as the log's lists of evaluations: R's fast path, record
-# by record) or None (the validating decoder alone). Computed once per type.
-_RECORD: Any = object()
-_routes: dict[Any, Any] = {}
+# The types from_wire decodes on the fast path first, each with the record its fallbacks
+# are counted under: a record, and `tuple[R, ...]` of a record R (the log's lists of
+# evaluations); None for the validating decoder alone. Worked out once per type.
+_fast_records: dict[Any, type | None] = {}
 
 
-def _route(tp: Any) -> Any:
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        route = _RECORD
-    else:
-        args = get_args(tp) if get_origin(tp) is tuple else ()
-        record = args[0] if len(args) == 2 and args[1] is Ellipsis else None
-        is_record = isinstance(record, type) and dataclasses.is_dataclass(record)
-        route = record if is_record else None
+def _fast_record(tp: Any) -> type | None:
+    args = get_args(tp) if get_origin(tp) is tuple else ()
+    inner = args[0] if len(args) == 2 and args[1] is Ellipsis else tp
+    record = inner if isinstance(inner, type) and dataclasses.is_dataclass(inner) else None
     with contextlib.suppress(TypeError):  # an unhashable annotation: not cached
-        _routes[tp] = route
-    return route
+        _fast_records[tp] = record
+    return record
 
 
 # Records the fast path handed to the validating one, per type. Valid JSON from our own

@@ -35,11 +35,14 @@ _MISSING = object()
 _cache: dict[tuple[Any, bool], Callable[[Any], Any]] = {}
 
 
-def fast_decoder(cls: type, strict: bool) -> Callable[[Any], Any]:
-    key = (cls, strict)
+def fast_decoder(tp: Any, strict: bool) -> Callable[[Any], Any]:
+    """The generated decoder of a record class, or of an annotation over records (the
+    log's `tuple[Evaluation, ...]`)."""
+    key = (tp, strict)
     decoder = _cache.get(key)
     if decoder is None:
-        decoder = _cache[key] = _compile(cls, strict)
+        compile_ = _compile if isinstance(tp, type) else _compile_annotation
+        decoder = _cache[key] = compile_(tp, strict)
     return decoder
 
 
@@ -111,6 +114,14 @@ def _converter(tp: Any, strict: bool) -> tuple[str, dict[str, Any]]:
             f"else ({{}} if {X} is None else _bad()))"
         ), env
     raise TypeError(f"no fast decoder for {tp!r}")
+
+
+def _compile_annotation(tp: Any, strict: bool) -> Callable[[Any], Any]:
+    expr, env = _converter(tp, strict)
+    env["_bad"] = _bad
+    exec(f"def decode(v):\n    return {_sub(expr, 'v')}\n", env)
+    fn: Callable[[Any], Any] = env["decode"]
+    return fn
 
 
 class _Lazy:
