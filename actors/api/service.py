@@ -1,8 +1,13 @@
 """The API's backend over the running system: reads from a log replica of its own (as a Nomad
 server answers reads from its local state store), writes through the leader.
 
-A write returns once the replica has applied the write's index, so a client that writes and
-then reads through the same agent always sees its write. ACL tokens and policies and fleet
+A write is answered as soon as the leader has committed it; every read then waits until the
+replica has applied the highest index this API has answered a write with (its read barrier),
+so a client that writes and then reads through the same agent always sees its write. The
+write's own latency does not include the replica's catch-up: under load the replica applies
+entries in large batches behind the leader, and only a read that follows a write waits for it
+(Nomad's reads are consistent by default the same way: they go to the leader, whose state
+holds every write it acknowledged). ACL tokens and policies and fleet
 declarations are not cluster state (the leader never schedules on them); they live in Redis
 hashes of their own (acl_redis.py, `StreamNames.fleets`), the bootstrap guarded by SETNX.
 
@@ -94,6 +99,9 @@ class ApiService:
         self.replica = LogReplica(client, names, on_reset=self.event_source.reset)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # The highest index a write of this API was answered with: reads wait for it.
+        self.read_barrier = 0
+        self._barrier_lock = threading.Lock()
         self.acl = AclService(RedisAclStore(client, names))
 
     def start(self) -> ApiService:
@@ -117,6 +125,10 @@ class ApiService:
     # -- reads and writes ------------------------------------------------------------------------
 
     def snapshot(self) -> StateReader:
+        """The replica's state, once it holds every write this API has answered."""
+        barrier = self.read_barrier
+        if self.replica.store.latest_index() < barrier:
+            self.replica.wait_for(barrier, WRITE_VISIBLE_TIMEOUT_S)
         return self.replica.snapshot()
 
     def wait_after(self, index: int, timeout_s: float) -> None:
@@ -139,7 +151,8 @@ class ApiService:
         if response.ok and response.index:
             # What the leader committed before answering (a small job's placement) included.
             visible = max(response.index, response.visible_index)
-            self.replica.wait_for(visible, WRITE_VISIBLE_TIMEOUT_S)
+            with self._barrier_lock:
+                self.read_barrier = max(self.read_barrier, visible)
         return response
 
     def advertise(self, host: str, rpc_port: int = DEFAULT_RPC_PORT) -> None:

@@ -21,7 +21,8 @@ class Backend(Protocol):
     job_limits: JobLimits  # the server's limits on a submitted job
 
     def snapshot(self) -> StateReader:
-        """The API's read replica as of now."""
+        """The API's read replica as of now, holding every write `write` has answered (so the
+        client reads its own writes)."""
         ...
 
     def wait_after(self, index: int, timeout_s: float) -> None:
@@ -29,8 +30,8 @@ class Backend(Protocol):
         ...
 
     def write(self, request: LeaderRequest) -> LeaderResponse:
-        """Send a write to the leader; returns once the replica has applied it (so the
-        client reads its own writes)."""
+        """Send a write to the leader; returns once the leader has committed it (the next
+        `snapshot` holds it)."""
         ...
 
     def leader_address(self) -> str:

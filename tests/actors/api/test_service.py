@@ -85,6 +85,38 @@ def test_every_write_is_readable_from_the_replica_as_soon_as_it_returns(
     assert all(ids) and len(set(ids)) == len(ids) and ids[-1] == "mine"
 
 
+def test_a_write_is_answered_without_waiting_for_the_replica_and_reads_wait_for_it(
+    client: redis.Redis, leader: LeaderService
+) -> None:
+    """The read barrier: a write returns once the leader committed it; the replica catches
+    up behind, and a read through this API waits until it holds every answered write."""
+    gate = threading.Event()
+
+    def gated_decode(raw: bytes) -> LogEntry:
+        gate.wait(30)  # the replica cannot apply anything until the gate opens
+        return decode_entry(raw)
+
+    api = ApiService(client, NAMES, leader.submit)
+    api.replica.decode = gated_decode
+    api.start()
+    try:
+        response = api.write(LeaderRequest(RequestKind.REGISTER_JOB, job=job("web")))
+        assert response.ok and api.replica.index < response.index  # answered all the same
+        assert api.read_barrier == response.index
+        seen: list[int] = []
+        reader = threading.Thread(target=lambda: seen.append(api.snapshot().latest_index()))
+        reader.start()
+        reader.join(timeout=0.3)
+        assert reader.is_alive() and not seen  # the read waits for the replica...
+        gate.set()
+        reader.join(timeout=30)
+        assert seen and seen[0] >= response.index  # ...and then holds the write
+        assert api.snapshot().job("default", "web") is not None
+    finally:
+        gate.set()
+        api.stop()
+
+
 def test_a_blocking_wait_returns_once_the_replica_passes_the_index(
     api: ApiService, leader: LeaderService
 ) -> None:
