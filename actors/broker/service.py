@@ -68,6 +68,7 @@ class BrokerService:
         self.capacity = capacity  # deliveries in flight at once: one per worker
         self._limits = (nack_timeout_s, delivery_limit)
         self.lock = threading.RLock()  # the leader's thread (feed) and the loop share the cores
+        self._held = False  # entries fed are staged, not yet durable (`hold`)
         self.reset()
         self._writes: list[Evaluation] = []
         # Evals the leader acked on its thread (complete) whose tokens the loop deletes.
@@ -110,6 +111,9 @@ class BrokerService:
             )
             # Delivered to the leader itself (take_local): their tokens live in memory only.
             self._local: set[str] = set()
+            # What entries fed under `hold` (not yet durable) made: sent out on `release`.
+            self._held_writes: list[Evaluation] = []
+            self._held_handed: list[EvalDelivery] = []
 
     def start(self) -> None:
         self.bus.ensure_group(self.names.acks, BROKER_GROUP)
@@ -143,7 +147,7 @@ class BrokerService:
             self.broker.tick()
             writes = self._writes + self.feed.housekeeping()
             self._writes = []
-            deliveries = self._dequeue_ready()
+            deliveries = [] if self._held else self._dequeue_ready()
         # An eval failed at its delivery limit was acked on the core, not by a worker: its
         # last token must go too, or the worker still holding it could commit over FAILED.
         failed = [e.id for e in writes if e.status is EvalStatus.FAILED]
@@ -164,7 +168,11 @@ class BrokerService:
         """One entry the leader made durable and applied to `state` (its store), on the
         leader's thread."""
         with self.lock:
-            self._writes += self.feed.apply(entry, state)
+            writes = self.feed.apply(entry, state)
+            if self._held:
+                self._held_writes += writes
+            else:
+                self._writes += writes
             if entry.trace and isinstance(entry.change, UpsertJob | UpsertEvals | UpsertAllocs):
                 self.tracing.on_entry(entry, entry.change.evals)
         # Called per entry. Ready evals go out from the leader's thread after its commit
@@ -180,11 +188,37 @@ class BrokerService:
         with self.lock:
             self._writes += self.feed.restore(state, tail)
 
+    def hold(self) -> None:
+        """Entries fed from now until `release` are staged by the leader, not yet durable: the
+        leader may take what they make ready for itself (`take_local`; its plans commit with
+        them), but nothing they make leaves the process before they are durable: no
+        delivery goes to the workers (a worker would schedule an eval the log may never
+        hold), no eval write is sent. On the leader's thread."""
+        with self.lock:
+            self._held = True
+
+    def release(self, durable: bool) -> None:
+        """The held entries are durable (`durable`): their writes and the deliveries handed
+        on meanwhile go out. Or they were lost, the leader rebuilding its store and this
+        broker from the log: what they made is dropped."""
+        with self.lock:
+            self._held = False
+            writes, self._held_writes = self._held_writes, []
+            handed, self._held_handed = self._held_handed, []
+            if durable:
+                self._writes += writes
+        if durable and handed:
+            self._publish(handed)
+        if durable and writes and self.reads.armed:
+            self.reads.wake()
+
     def deliver(self) -> int:
         """Deliver what is ready, while there is room, on the caller's thread: the leader's,
         right after its commits enqueued evals or freed room (`complete`), so that an eval
         goes out without waiting for the loop to wake. Returns how many went out."""
         with self.lock:
+            if self._held:
+                return 0
             deliveries = self._dequeue_ready()
         if deliveries:
             self._publish(deliveries)
@@ -230,6 +264,9 @@ class BrokerService:
         its token written, as every worker's delivery)."""
         with self.lock:
             self._local.discard(delivery.eval.id)
+            if self._held:
+                self._held_handed.append(delivery)
+                return
         self._publish([delivery])
 
     def settle_local(self, eval_id: str, token: str, ok: bool, reason: str = "") -> None:
@@ -276,6 +313,8 @@ class BrokerService:
         with self.lock:
             if self._writes or self._completed:
                 return True
+            if self._held:
+                return False  # ready evals wait for `release` (the leader delivers them)
             stats = self.broker.stats()  # its totals count the _failed queue too
             room = stats.total_unacked < self.capacity
             return stats.total_failed > 0 or (stats.total_ready > 0 and room)

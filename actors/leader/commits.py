@@ -63,6 +63,7 @@ class CommitMethods:
     applied: OrderedDict[str, int]
     _staged: list[LogEntry] | None
     _after_flush: list[Callable[[], object]]
+    _fed_through: int  # staged entries up to this index were fed early (`_feed_early`)
     _store_lost: bool
     _deposed: bool
     _now_ns: Callable[[], int]
@@ -211,6 +212,7 @@ class CommitMethods:
                 settle()
             return
         self._staged = []
+        fed_through, self._fed_through = self._fed_through, 0
         try:
             outcome = self.durable.commit(staged[0].index - 1, staged, [None] * len(staged))
         except NotLeaderError:
@@ -234,8 +236,19 @@ class CommitMethods:
         for settle in settlements:  # durable now: deliveries may be settled...
             settle()
         for entry in staged:  # ...and the broker may act on the entries
-            self._feed(entry)
+            if entry.index > fed_through:
+                self._feed(entry)
         self._deliver()
+
+    def _feed_early(self) -> None:
+        """Feed the broker what is staged now, before it is durable (it holds what they
+        make: `_schedule_staged`); the flush then feeds only what was staged after."""
+        assert self._staged is not None
+        for entry in self._staged:
+            if entry.index > self._fed_through:
+                self._feed(entry)
+        if self._staged:
+            self._fed_through = max(self._fed_through, self._staged[-1].index)
 
     def _feed(self, entry: LogEntry) -> None:
         if self.broker is not None:

@@ -107,6 +107,7 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         # commit together (see `_handle_batch`); None outside a batch.
         self._staged: list[LogEntry] | None = None
         self._after_flush: list[Callable[[], object]] = []  # settlements awaiting the flush
+        self._fed_through = 0  # staged entries the broker was fed before their flush
         self._now_ns = now_ns
         # A staged flush failed and the store could not be rebuilt yet: the loop rebuilds
         # it before deciding anything else. A lost term stops the loop.
@@ -129,6 +130,7 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             self._handle_batch,
             batch=batch,
             block_ms=block_ms,
+            handler_acks=True,  # with the batch's answers (`_handle_batch`)
         )
 
     # -- start ---------------------------------------------------------------------------------
@@ -279,7 +281,9 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             self._apply_plan(submission, traces.get(id(submission), {}))
         # The requests' entries are staged: each is decided on the state the ones before it
         # left, applied at once, and all of them made durable by one commit at the end (a
-        # fenced one flushes what is staged before it commits alone). Answers go after.
+        # fenced one flushes what is staged before it commits alone), together with the
+        # plans of the small evals they made ready, scheduled here on the staged state.
+        # Answers go after.
         answers: list[tuple[str, str, object]] = []
         self._staged = []
         try:
@@ -288,20 +292,23 @@ class LeaderService(CommitMethods, PlanHoldMethods):
                 answers.append((request.reply_to, "LeaderResponse", response))
             for request in others:
                 self.handle(request, traces.get(id(request), {}))
-        finally:
-            # Even when a request raised: what was staged is applied and remembered, so it
-            # must be durable before the consumer retries the batch's messages one by one,
-            # and the requests answered before the error are answered in full now (a retry
-            # could only answer them with their index).
+        except BaseException:
+            # What was staged is applied and remembered, so it must be durable before the
+            # consumer retries the batch's messages one by one, and the requests answered
+            # before the error are answered in full now (a retry could only answer them
+            # with their index).
             try:
                 self._flush_staged()
             finally:
                 self._staged = None
-            try:
-                if self._schedule_locally():  # answered with their placements committed
-                    answers = [visible_at(a, self.store.latest_index()) for a in answers]
-            finally:  # the batch's own entries are durable: their answers go out regardless
-                self.bus.publish_each(answers, maxlen=REPLY_STREAM_MAXLEN)
+            self.bus.publish_each(answers, maxlen=REPLY_STREAM_MAXLEN)
+            raise
+        if self._schedule_staged():  # answered with their placements committed
+            answers = [visible_at(a, self.store.latest_index()) for a in answers]
+        # Handled in full: the messages are acked with the answers, in one round trip.
+        handled = [message_id for message_id, _type, _message, _trace in batch]
+        acks = (self.names.requests, LEADER_GROUP, handled)
+        self.bus.publish_each(answers, maxlen=REPLY_STREAM_MAXLEN, ack=acks)
 
     # -- decisions -----------------------------------------------------------------------------
 
@@ -481,6 +488,40 @@ class LeaderService(CommitMethods, PlanHoldMethods):
                 self._staged = None
         self.stats.local_evals += scheduled
         self.broker.deliver()
+        return scheduled
+
+    def _schedule_staged(self) -> int:
+        """A batch's end: the small evals its staged entries made ready are scheduled here
+        on the staged state, and one commit makes the entries and those plans durable (a
+        commit for each was a sixth of the leader's turn under many small jobs: every
+        round trip to Redis waits for a core). The broker is fed the staged entries before
+        they are durable under its `hold`: the leader may take what they make ready, but no
+        delivery or write leaves before the commit. If the commit fails, the store and the
+        broker are rebuilt from the log and the error goes to the consumer, which retries
+        the batch's messages one by one (nothing was answered)."""
+        assert self._staged is not None, "a batch's requests are staged"
+        broker, local = self.broker, self.local
+        if local is None or broker is None or self._store_lost or not local.wanted():
+            try:
+                self._flush_staged()
+            finally:
+                self._staged = None
+            return 0
+        scheduled = 0
+        durable = False
+        broker.hold()
+        try:
+            self._feed_early()
+            try:
+                scheduled = local.run()
+            finally:  # even if it raised: what it staged was decided and is applied
+                self._flush_staged()
+                durable = True
+        finally:
+            self._staged = None
+            broker.release(durable)
+        self.stats.local_evals += scheduled
+        broker.deliver()
         return scheduled
 
     def _deliver(self) -> None:

@@ -52,6 +52,15 @@ class CommitFeed(Protocol):
         """After commits: deliver what they made ready (or made room for) at once."""
         ...
 
+    def hold(self) -> None:
+        """Entries fed until `release` are staged, not durable: what they make ready may be
+        taken by the leader itself, nothing goes out to the workers."""
+        ...
+
+    def release(self, durable: bool) -> None:
+        """The held entries are durable (what they made goes out), or were lost (dropped)."""
+        ...
+
 
 class StagedCommitLost(RuntimeError):
     """Staged entries could not be made durable; the store was rebuilt from the log."""

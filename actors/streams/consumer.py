@@ -58,6 +58,7 @@ class GroupConsumer:
         *,
         batch: int = 256,
         block_ms: int = 2000,
+        handler_acks: bool = False,
         max_deliveries: int = 5,
         retry_delay_ms: int = 500,
         clock: Callable[[], float] = time.monotonic,
@@ -72,6 +73,9 @@ class GroupConsumer:
         self.handler = handler
         self.batch = batch
         self.block_ms = block_ms
+        # The handler acks every entry of a batch it returns from (with its answers, in one
+        # round trip); the consumer acks only what it settles otherwise.
+        self.handler_acks = handler_acks
         self.max_deliveries = max_deliveries
         self.retry_delay_ms = retry_delay_ms
         self._clock = clock
@@ -175,7 +179,8 @@ class GroupConsumer:
             settled += len(good) - len(failed)
             settled += self._settle_failures(failed)
         else:
-            self.bus.ack(self.stream, self.group, [e.id for e, _ in good])
+            if not self.handler_acks:
+                self.bus.ack(self.stream, self.group, [e.id for e, _ in good])
             settled += len(good)
         return settled
 
@@ -189,7 +194,8 @@ class GroupConsumer:
                 failed.append((entry, exc))
             else:
                 done.append(entry.id)
-        self.bus.ack(self.stream, self.group, done)
+        if not self.handler_acks:
+            self.bus.ack(self.stream, self.group, done)
         return failed
 
     def _settle_failures(self, failed: list[tuple[Entry, Exception]]) -> int:

@@ -305,3 +305,38 @@ def test_a_write_the_feed_decides_wakes_the_loop_waiting_for_acks(
         assert broker.reads.wakes >= 1
     finally:
         halt()
+
+
+def test_what_held_entries_make_ready_goes_out_only_once_they_are_durable(
+    client: redis.Redis,
+) -> None:
+    """The leader feeds a batch's entries before their commit under `hold`: the broker's
+    own loop and `deliver` send nothing they made ready until `release(True)`."""
+    leader, broker = new_leader(client, capacity=2)
+    broker.hold()
+    eval_id, _index = register(leader, "web")  # fed, as the leader's flush feeds it
+    broker.poll_once()
+    assert broker.deliver() == 0 and not delivered(client)
+    broker.release(durable=True)
+    assert broker.deliver() == 1
+    assert [d.eval.id for d in delivered(client)] == [eval_id]
+
+
+def test_a_delivery_handed_on_under_hold_is_sent_on_release_or_dropped_with_the_entries(
+    client: redis.Redis,
+) -> None:
+    leader, broker = new_leader(client, capacity=2)
+    broker.hold()  # the leader takes what its staged registrations make ready
+    register(leader, "kept")
+    register(leader, "lost")
+    kept = broker.take_local(("service",))
+    lost = broker.take_local(("service",))
+    assert kept is not None and lost is not None
+    broker.hand_to_workers(kept[0])
+    assert not delivered(client)  # not before the held entries are durable
+    broker.release(durable=True)
+    assert [d.eval.id for d in delivered(client)] == [kept[0].eval.id]
+    broker.hold()
+    broker.hand_to_workers(lost[0])
+    broker.release(durable=False)  # the leader rebuilds the broker from the log
+    assert [d.eval.id for d in delivered(client)] == [kept[0].eval.id]

@@ -299,3 +299,84 @@ def test_a_delivery_is_settled_only_once_its_plan_is_durable(
     assert [str(s) for s in seen] == ["unacked"]  # still held as the turn's commit went out
     with broker.lock:
         assert broker.broker.location(first) is None  # acked after it
+
+
+def _registrations(client: redis.Redis, job_ids: list[str], reply_to: str) -> None:
+    StreamBus(client).publish(
+        NAMES.requests,
+        [
+            (
+                "LeaderRequest",
+                LeaderRequest(
+                    RequestKind.REGISTER_JOB,
+                    request_id=f"reg-{job_id}",
+                    job=job(job_id),
+                    reply_to=reply_to,
+                ),
+            )
+            for job_id in job_ids
+        ],
+    )
+
+
+def _answers(client: redis.Redis, reply_to: str) -> list[LeaderResponse]:
+    out = []
+    for _id, fields in client.xrange(reply_to):
+        answer = decode_message(fields, registry_of(LeaderResponse))[1]
+        assert isinstance(answer, LeaderResponse)
+        out.append(answer)
+    return out
+
+
+def test_a_batch_of_registrations_and_their_placements_is_one_commit_acked_with_the_answers(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    leader, _broker = start(client)
+    commits: list[int] = []
+    real_commit = leader.durable.commit
+
+    def commit(expected: int, entries: Any, fences: Any) -> Any:
+        commits.append(len(entries))
+        return real_commit(expected, entries, fences)
+
+    monkeypatch.setattr(leader.durable, "commit", commit)
+    _registrations(client, ["a", "b", "c"], "loc:reply")
+    leader.poll_once()
+
+    assert len(commits) == 1  # the three registrations, their evals and their plans
+    answers = _answers(client, "loc:reply")
+    assert len(answers) == 3 and all(a.ok for a in answers)
+    for answer, job_id in zip(answers, "abc", strict=True):
+        (alloc,) = allocs_of(leader, job_id)
+        assert answer.index < alloc.create_index <= answer.visible_index
+    assert client.xpending(NAMES.requests, "leader")["pending"] == 0  # acked with them
+    assert not delivered(client)
+
+
+def test_a_lost_batch_commit_answers_nothing_and_its_requests_are_decided_again(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch's commit (its registrations and the plans made on them) fails before it is
+    durable: the store and the broker are rebuilt from the log, nothing of it was answered
+    or delivered, and the consumer retries the requests one by one."""
+    leader, broker = start(client)
+    real_commit = leader.durable.commit
+    calls: list[int] = []
+
+    def fail_first(expected: int, entries: Any, fences: Any) -> Any:
+        calls.append(len(entries))
+        if len(calls) == 1:
+            raise redis.ConnectionError("connection lost")  # nothing was appended
+        return real_commit(expected, entries, fences)
+
+    monkeypatch.setattr(leader.durable, "commit", fail_first)
+    _registrations(client, ["a", "b"], "loc:reply")
+    leader.poll_once()
+
+    answers = _answers(client, "loc:reply")
+    assert len(answers) == 2 and all(a.ok for a in answers)  # each once, after the retry
+    assert [len(allocs_of(leader, j)) for j in ("a", "b")] == [1, 1]
+    assert leader.store.latest_index() == int(client.xlen(NAMES.log))
+    assert not delivered(client)
+    with broker.lock:
+        assert not broker._held and not broker._held_writes and not broker._held_handed

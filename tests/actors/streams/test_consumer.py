@@ -229,3 +229,32 @@ def test_run_until_stopped(bus: StreamBus, make_consumer: Callable[..., GroupCon
         stop.set()
         thread.join(timeout=30)  # the loop checks the event at least every block_ms
     assert not thread.is_alive()
+
+
+def test_a_handler_that_acks_with_its_answers_is_not_acked_again(
+    bus: StreamBus, client: redis.Redis, make_consumer: Callable[..., GroupConsumer]
+) -> None:
+    """`handler_acks`: a batch handled in full is acked by the handler, in the pipeline of
+    its answers; one that fails is retried one by one and settled as usual."""
+    acked_by_consumer: list[list[str]] = []
+    real_ack = bus.ack
+
+    def ack_spy(stream: str, group: str, ids: Any) -> int:
+        acked_by_consumer.append(list(ids))
+        return real_ack(stream, group, ids)
+
+    class Answering(Recorder):
+        def __call__(self, batch: list[Delivery]) -> None:
+            super().__call__(batch)
+            answers = [("answers", "EvalAck", d.message) for d in batch]
+            bus.publish_each(answers, ack=(S, G, [d.message_id for d in batch]))
+
+    handler = Answering(poison={"t1"}, fail_times=1)
+    consumer = make_consumer(handler, handler_acks=True)
+    consumer.poll_once()
+    bus.ack = ack_spy  # type: ignore[method-assign]
+    bus.publish(S, [("EvalAck", ack(i)) for i in range(3)])
+    assert consumer.poll_once() == 3  # failed as a batch, then handled one by one
+    assert client.xpending(S, G)["pending"] == 0
+    assert acked_by_consumer == []  # each was acked by its own answer's pipeline
+    assert [e[1][b"t"] for e in client.xrange("answers")] == [b"EvalAck"] * 3
