@@ -344,14 +344,21 @@ class ApiHttpServer:
 
     def _watch(self) -> None:
         backend = self.api.backend
+        index: int | None = None
         while not self._stopping.is_set():
             try:
-                index = backend.snapshot().latest_index()
+                if index is None:
+                    index = backend.snapshot().latest_index()
                 backend.wait_after(index, 1.0)
-                if backend.snapshot().latest_index() > index:
+                # Carried to the next wait: a change applied while a read of the index
+                # waited (for the API's read barrier) is still signalled.
+                latest = backend.snapshot().latest_index()
+                if latest > index:
                     self._loop.call_soon_threadsafe(self._changed)
+                index = latest
             except Exception:  # a replica hiccup must not end the watch
                 log.warning("watching the API's replica failed", exc_info=True)
+                index = None
                 self._stopping.wait(0.5)
 
     def _changed(self) -> None:

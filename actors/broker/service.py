@@ -8,7 +8,9 @@
         anything an older delivery of the same eval sends.
     writes the broker decides (released, canceled, failed evals) go to the leader.
 
-The leader hands it every entry once it is durable and applied to the leader's store, and
+The leader hands it every entry once it is durable and applied to the leader's store (or,
+at a batch's end, staged entries under `hold`: the leader may take what they make ready for
+itself, nothing goes out before `release`), and
 resets it before rebuilding that store (at start, or after a failed commit), feeding it the
 snapshot and the log again: the broker keeps no replica of its own, and nothing is decoded
 twice. Its loop (acks, deliveries) runs on a thread of its own in the leader's process.
@@ -145,9 +147,12 @@ class BrokerService:
             self.reads.disarm()
         with self.lock:
             self.broker.tick()
-            writes = self._writes + self.feed.housekeeping()
+            # While held, what the broker decides may rest on entries not yet durable (an ack
+            # promoting a held job's eval, which cancels older ones): it waits for release.
+            held = self._held
+            writes = self._writes + ([] if held else self.feed.housekeeping())
             self._writes = []
-            deliveries = [] if self._held else self._dequeue_ready()
+            deliveries = [] if held else self._dequeue_ready()
         # An eval failed at its delivery limit was acked on the core, not by a worker: its
         # last token must go too, or the worker still holding it could commit over FAILED.
         failed = [e.id for e in writes if e.status is EvalStatus.FAILED]
@@ -165,8 +170,8 @@ class BrokerService:
     # -- feeding -------------------------------------------------------------------------------
 
     def on_commit(self, entry: LogEntry, state: StateReader) -> None:
-        """One entry the leader made durable and applied to `state` (its store), on the
-        leader's thread."""
+        """One entry the leader made durable (or staged, under `hold`) and applied to `state`
+        (its store), on the leader's thread."""
         with self.lock:
             writes = self.feed.apply(entry, state)
             if self._held:

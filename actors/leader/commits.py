@@ -64,6 +64,7 @@ class CommitMethods:
     _staged: list[LogEntry] | None
     _after_flush: list[Callable[[], object]]
     _fed_through: int  # staged entries up to this index were fed early (`_feed_early`)
+    _rebuilds: int  # times the store was lost (and rebuilt, or to be)
     _store_lost: bool
     _deposed: bool
     _now_ns: Callable[[], int]
@@ -255,12 +256,17 @@ class CommitMethods:
             self.broker.on_commit(entry, self.store)
 
     def _lose_store(self) -> None:
-        """Rebuild the store from the log now if Redis answers, else before the next turn."""
+        """Rebuild the store from the log now if Redis answers, else before the next turn
+        (the broker is emptied meanwhile: what it tracks may come from entries the log
+        lacks, and nothing of it may go out before the rebuild restores it)."""
         self._store_lost = True
+        self._rebuilds += 1
         try:
             self._reload()
         except redis.RedisError:
             log.warning("rebuilding the leader's store from the log failed; retrying")
+            if self.broker is not None:
+                self.broker.reset()
 
     def _reload(self) -> None:
         """A fresh store (and core over it) from the latest snapshot and the log after it,

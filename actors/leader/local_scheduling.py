@@ -18,10 +18,12 @@ evaluation that fails here is nacked, and its next delivery goes to a worker. It
 kept in memory only: plans and the final status are committed unfenced, on the leader's
 thread within the turn that took it, where no other holder can commit (a redelivered eval
 taken here has its token written, to fence out the earlier holder); a leader that loses its
-term can commit nothing of it. Where it runs: after a batch's staged requests are durable
-and before their answers go out (so a registration is answered with its allocation
-committed, as a client that lists them next expects), and at the end of each turn for
-evals other work made ready. While the plan-hold failpoint is armed nothing is scheduled
+term can commit nothing of it. Where it runs: at a batch's end, on its staged requests (the
+broker, fed them under a hold, sends nothing they make ready to the workers before the
+commit), their plans staged with them and made durable by the same commit before the
+answers go out (so a registration is answered with its allocation committed, as a client
+that lists them next expects); and at the end of each turn for evals other work made
+ready. While the plan-hold failpoint is armed nothing is scheduled
 here (a test that makes two workers' plans collide needs them at the workers).
 
 Traced as a worker's evaluation is (`eval.schedule`, its phases, `plan.submit` parenting the
@@ -86,7 +88,7 @@ class LocalDeliveries(Protocol):
 
 class LeaderLoop(Protocol):
     """What the leader service offers: its store, and plans and requests applied on its
-    thread at a point where nothing is staged."""
+    thread, staged with whatever the turn staged before them (one commit at its end)."""
 
     store: StateStore
 

@@ -93,7 +93,8 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         self.snapshots = SnapshotStore(client, names)
         self.snapshot_writer = SnapshotWriter(self.snapshots, snapshot_policy or SnapshotPolicy())
         self.store = StateStore()
-        # The eval broker this leader hosts, fed each entry once it is durable and applied.
+        # The eval broker this leader hosts, fed each entry once it is durable and applied
+        # (a batch's staged entries earlier, under its hold: `_schedule_staged`).
         self.broker = broker
         self.core = LeaderCore(self.store, now_ns=now_ns, new_id=lambda: str(uuid.uuid4()))
         self.heartbeats = HeartbeatTracker(heartbeat_ttl_s)
@@ -108,6 +109,7 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         self._staged: list[LogEntry] | None = None
         self._after_flush: list[Callable[[], object]] = []  # settlements awaiting the flush
         self._fed_through = 0  # staged entries the broker was fed before their flush
+        self._rebuilds = 0
         self._now_ns = now_ns
         # A staged flush failed and the store could not be rebuilt yet: the loop rebuilds
         # it before deciding anything else. A lost term stops the loop.
@@ -264,6 +266,8 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         producer that waits for its answer has no other request outstanding."""
         if self._deposed:  # the consumer retries a failed batch one by one: decide nothing
             raise NotLeaderError(f"term {self.stats.term} is no longer current")
+        if self._store_lost:  # a retry right after a lost commit: rebuild first (or raise)
+            self._reload()
         plans: PlanQueue[PlanSubmission] = PlanQueue()
         waited: list[LeaderRequest] = []
         others: list[LeaderRequest] = []
@@ -509,20 +513,44 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             return 0
         scheduled = 0
         durable = False
+        rebuilds = self._rebuilds
         broker.hold()
         try:
-            self._feed_early()
             try:
+                self._feed_early()
                 scheduled = local.run()
-            finally:  # even if it raised: what it staged was decided and is applied
+            finally:  # even if it raised: what was staged was decided and is applied
                 self._flush_staged()
                 durable = True
+        except BaseException:
+            # Whatever failed, the store and the broker are rebuilt from the log (unless
+            # the failed flush did it): the broker was fed entries the log may lack, or
+            # an entry fed twice, and what it would send from them is dropped.
+            durable = False
+            if self._rebuilds == rebuilds:
+                self._lose_store()
+            raise
         finally:
             self._staged = None
-            broker.release(durable)
+            self._release(broker, durable)
         self.stats.local_evals += scheduled
-        broker.deliver()
+        self._deliver_now(broker)
         return scheduled
+
+    @staticmethod
+    def _release(broker: CommitFeed, durable: bool) -> None:
+        try:
+            broker.release(durable)
+        except redis.RedisError:  # the broker's nack timeout redelivers what did not go out
+            log.warning("deliveries held for a batch's commit did not go out", exc_info=True)
+
+    @staticmethod
+    def _deliver_now(broker: CommitFeed) -> None:
+        """The batch is durable: its answers go out even if its deliveries cannot."""
+        try:
+            broker.deliver()
+        except redis.RedisError:
+            log.warning("delivering after a batch's commit failed", exc_info=True)
 
     def _deliver(self) -> None:
         """Deliver what commits made ready, unless this leader may take it this turn."""

@@ -31,8 +31,8 @@ class LeaderStats:
 
 
 class CommitFeed(Protocol):
-    """What the leader hands every entry once it is durable and applied to its store: the
-    eval broker it hosts (actors/broker/service.py)."""
+    """What the leader hands every entry once it is durable and applied to its store (or
+    staged, under `hold`): the eval broker it hosts (actors/broker/service.py)."""
 
     def reset(self) -> None: ...
 

@@ -145,12 +145,23 @@ class StreamBus:
         for stream, type_name, message in messages:
             fields = _wire(encode_message(type_name, message, trace))
             pipe.xadd(stream, fields, maxlen=maxlen, approximate=True)
-        if acked:
-            assert ack is not None
-            stream, group, ids = ack
-            pipe.xack(stream, group, *ids)
-        replies = pipe.execute()
-        return [_text(entry_id) for entry_id in replies[: len(messages)]]
+        if not acked:
+            return [_text(entry_id) for entry_id in pipe.execute()]
+        assert ack is not None
+        pipe.xack(ack[0], ack[1], *ack[2])
+        # The entries are acked whatever becomes of their answers (the XACK runs even if an
+        # XADD before it fails): an answer that cannot be written (a reply stream that is
+        # not a stream) is logged and left out, not raised; retrying cannot deliver it.
+        replies = pipe.execute(raise_on_error=False)
+        if isinstance(replies[-1], Exception):
+            raise replies[-1]
+        ids = []
+        for (stream, _type, _message), reply in zip(messages, replies, strict=False):
+            if isinstance(reply, Exception):
+                log.error("an answer to %s could not be written: %s", stream, reply)
+            else:
+                ids.append(_text(reply))
+        return ids
 
     def dead_letter(
         self,

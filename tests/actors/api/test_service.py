@@ -72,7 +72,7 @@ def test_every_write_is_readable_from_the_replica_as_soon_as_it_returns(
     try:
         for i in range(5):
             response = api.write(LeaderRequest(RequestKind.REGISTER_JOB, job=job(f"job-{i}")))
-            # Not eventually: the replica (its own tail thread) has applied it already.
+            # Not eventually: a read waits until the replica (its own tail thread) holds it.
             state = api.snapshot()
             assert state.latest_index() >= response.index > 0
             assert state.job("default", f"job-{i}") is not None
@@ -255,6 +255,7 @@ def test_the_replica_feeds_the_event_stream_and_a_snapshot_reload_ends_its_subsc
         api = ApiService(client, names, leader.submit).start()
         stream = api.events.subscribe(jobs_only)
         reply = api.write(LeaderRequest(RequestKind.REGISTER_JOB, job=job("web")))
+        api.snapshot()  # a read waits for the replica to apply the write (and publish it)
         [line] = [orjson.loads(c) for c in stream.read() or []]  # "old" came before the start
         assert line["Index"] == reply.index
         assert [(e["Type"], e["Key"]) for e in line["Events"]] == [("JobRegistered", "web")]

@@ -130,10 +130,10 @@ def test_answers_wait_for_the_flush(harness: Any, client: redis.Redis) -> None:
     seen: list[tuple[int, int]] = []
     real = StreamBus.publish_each
 
-    def watching(bus: StreamBus, messages: Any, maxlen: Any = None) -> Any:
+    def watching(bus: StreamBus, messages: Any, maxlen: Any = None, **options: Any) -> Any:
         for _stream, _type, response in messages:
             seen.append((response.index, int(client.xlen(harness.names.log))))
-        return real(bus, messages, maxlen)
+        return real(bus, messages, maxlen, **options)
 
     service.bus.publish_each = watching.__get__(service.bus)  # type: ignore[method-assign]
     harness.send(register("a"), register("b"))

@@ -258,3 +258,17 @@ def test_a_handler_that_acks_with_its_answers_is_not_acked_again(
     assert client.xpending(S, G)["pending"] == 0
     assert acked_by_consumer == []  # each was acked by its own answer's pipeline
     assert [e[1][b"t"] for e in client.xrange("answers")] == [b"EvalAck"] * 3
+
+
+def test_an_answer_that_cannot_be_written_is_logged_and_the_rest_go_out_acked(
+    bus: StreamBus, client: redis.Redis, make_consumer: Callable[..., GroupConsumer]
+) -> None:
+    consumer = make_consumer(Recorder())
+    consumer.poll_once()  # the group
+    ids = bus.publish(S, [("EvalAck", ack(i)) for i in range(2)])
+    client.xreadgroup(G, "w1", {S: ">"})
+    client.set("not-a-stream", "x")
+    answers = [("not-a-stream", "EvalAck", ack(0)), ("answers", "EvalAck", ack(1))]
+    written = bus.publish_each(answers, ack=(S, G, ids))
+    assert len(written) == 1 and client.xlen("answers") == 1
+    assert client.xpending(S, G)["pending"] == 0
