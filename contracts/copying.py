@@ -41,3 +41,17 @@ def replacer(cls: type[T], *names: str) -> Callable[..., T]:
     fn: Callable[..., T] = namespace["replace"]
     fn.__name__ = f"replace_{cls.__name__}_{'_'.join(names)}"
     return fn
+
+
+_REPLACERS: dict[tuple[type, tuple[str, ...]], Callable[..., Any]] = {}
+
+
+def replaced(obj: T, **changes: Any) -> T:
+    """`dataclasses.replace(obj, **changes)` through a generated replacer, made once per
+    (class, changed fields) and cached: for hot paths whose fields vary by call site."""
+    key = (type(obj), tuple(changes))
+    fn = _REPLACERS.get(key)
+    if fn is None:
+        fn = _REPLACERS[key] = replacer(type(obj), *changes)
+    result: T = fn(obj, *changes.values())
+    return result

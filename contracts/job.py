@@ -9,6 +9,7 @@ from enum import StrEnum
 from typing import Any
 
 from contracts.constraints import Affinity, Constraint, Spread
+from contracts.copying import replaced
 from contracts.launch import DispatchPayloadConfig, ParameterizedConfig, PeriodicConfig
 from contracts.resources import Resources
 from contracts.scaling import ScalingPolicy
@@ -225,7 +226,7 @@ class Job:
         return _spec(self) != _spec(other)
 
     def replace(self, **changes: Any) -> Job:
-        return dataclasses.replace(self, **changes)
+        return replaced(self, **changes)
 
 
 def _spec(job: Job) -> Job:

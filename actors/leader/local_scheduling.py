@@ -32,7 +32,6 @@ leader's `plan.apply`), under the `drover-leader` service.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
 import time
@@ -46,6 +45,7 @@ from actors.worker.core.scheduler.factory import new_scheduler
 from actors.worker.core.scheduler.planner import EvalRecords
 from actors.worker.tracing import WorkerTracing
 from contracts import Evaluation, Plan, PlanResult
+from contracts.copying import replacer
 from contracts.messages import (
     EvalDelivery,
     LeaderRequest,
@@ -57,6 +57,7 @@ from contracts.messages import (
 
 log = logging.getLogger(__name__)
 
+_with_token = replacer(Plan, "eval_token")
 LOCAL_TYPES = ("service", "batch")
 # A job this small is scheduled in about a millisecond; larger ones gain from the workers'
 # parallelism (and hold the single writer's loop no longer than that).
@@ -140,6 +141,15 @@ class LocalScheduling:
         it next)."""
         done = 0
         deadline = self.clock() + self.budget_s
+        # One snapshot for the run, as a worker schedules on a replica that others' plans
+        # move past: the plans made before an eval's in this run are missing from it, and
+        # the leader's plan check (against its store) rejects what no longer fits, the
+        # scheduler retrying on a fresh snapshot. The run's evals are of different jobs
+        # (the broker holds a job's next eval until the last is settled, after the commit).
+        # A snapshot per eval was a tenth of the leader's time under many small jobs (its
+        # 16,384 allocation shards copied, then released; every write after it copying a
+        # shard again).
+        state: StateReader | None = None
         while self.clock() < deadline and not self.paused():
             try:
                 taken = self.deliveries.take_local(LOCAL_TYPES)
@@ -162,7 +172,9 @@ class LocalScheduling:
                 except Exception:  # Redis away: the broker's timeout redelivers it
                     log.exception("handing eval %s to the workers failed", delivery.eval.id)
                 break
-            if not self.schedule(delivery, trace):
+            if state is None:
+                state = self.leader.store.snapshot()
+            if not self.schedule(delivery, trace, state):
                 break  # Redis may be away, or the store stale: the rest go to the workers
             done += 1
         return done
@@ -181,15 +193,16 @@ class LocalScheduling:
         eval_id, token = delivery.eval.id, delivery.token
         self.leader.after_flush(lambda: self.deliveries.settle_local(eval_id, token, False, reason))
 
-    def schedule(self, delivery: EvalDelivery, trace: Mapping[str, str]) -> bool:
-        """Schedule one delivery on the leader's store; acked (True), or nacked with the
-        reason (False)."""
+    def schedule(
+        self, delivery: EvalDelivery, trace: Mapping[str, str], state: StateReader
+    ) -> bool:
+        """Schedule one delivery on `state` (a snapshot of the leader's store); acked (True),
+        or nacked with the reason (False)."""
         self.stats["evals"] += 1
         with self.tracing.evaluation(delivery, trace, "") as span:
             phases = self.tracing.phases()
             try:
                 planner = LeaderPlanner(self.leader, delivery, self.tracing)
-                state = self.leader.store.snapshot()
                 scheduler = new_scheduler(delivery.eval.type, state, planner)
                 scheduler.node_allocs = state.allocs_by_node
                 scheduler.phases = phases
@@ -226,7 +239,7 @@ class LeaderPlanner(EvalRecords):
 
     def submit_plan(self, plan: Plan) -> tuple[PlanResult, StateReader | None]:
         self.attempt += 1
-        plan = dataclasses.replace(plan, eval_token=self.delivery.token)
+        plan = _with_token(plan, self.delivery.token)
         evals, completes = self.take_for_plan()
         submission = PlanSubmission(plan, "", self.attempt, evals, completes)
         with self.tracing.plan_submit(plan, self.attempt) as (span, trace):

@@ -15,7 +15,6 @@ the one way to make concurrent plans collide (or keep a plan in flight) on every
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import queue
 import threading
@@ -49,6 +48,7 @@ from actors.streams.names import LEADER_GROUP, StreamNames
 from actors.streams.wake import WakeableReads
 from actors.worker.tracing import WorkerTracing
 from contracts import PlanResult
+from contracts.copying import replacer
 from contracts.messages import (
     LeaderRequest,
     LeaderResponse,
@@ -62,6 +62,7 @@ from observability import Telemetry
 log = logging.getLogger(__name__)
 
 
+_answered_at = replacer(LeaderResponse, "index", "job_modify_index")
 LEADER_MESSAGES = registry_of(PlanSubmission, LeaderRequest)
 STALE_TOKEN = "eval token is no longer outstanding (the eval was redelivered)"
 # Answers are read as they come; the cap only bounds a stream whose reader went away.
@@ -358,9 +359,7 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         job_modify_index = (
             decision.job_write.reply_job_modify_index(index) if decision.job_write else 0
         )
-        return dataclasses.replace(
-            decision.response, index=index, job_modify_index=job_modify_index
-        )
+        return _answered_at(decision.response, index, job_modify_index)
 
     def _repeated(self, request: LeaderRequest, index: int) -> LeaderResponse:
         """The answer to a request applied before (repeated_requests.py)."""

@@ -443,3 +443,38 @@ def test_a_durable_batch_is_answered_even_if_its_deliveries_cannot_go_out(
     with broker.lock:  # outstanding: the broker's nack timeout redelivers it
         assert broker.broker.stats().total_unacked == 1 and not broker._held
     assert not delivered(client)
+
+
+def test_a_runs_evals_share_a_snapshot_and_the_plan_check_keeps_nodes_from_overfilling(
+    client: redis.Redis,
+) -> None:
+    """Three jobs that each fill a node, registered in one batch, on two nodes: the run
+    schedules all three on one snapshot (none sees the others' plans); the leader's plan
+    check rejects what no longer fits, the scheduler retries on a fresh snapshot, and the
+    third is blocked, not overcommitted."""
+    leader, _broker = start(client)
+
+    def big(job_id: str) -> Job:
+        task = Task(name="t", driver="mock", resources=Resources(cpu=3000, memory_mb=16))
+        return Job(id=job_id, name=job_id, task_groups=(TaskGroup("g", 1, tasks=(task,)),))
+
+    StreamBus(client).publish(
+        NAMES.requests,
+        [
+            (
+                "LeaderRequest",
+                LeaderRequest(
+                    RequestKind.REGISTER_JOB, request_id=f"reg-{j}", job=big(j), reply_to="r"
+                ),
+            )
+            for j in ("a", "b", "c")
+        ],
+    )
+    leader.poll_once()
+
+    placed = [a for j in ("a", "b", "c") for a in allocs_of(leader, j)]
+    assert len(placed) == 2 and len({a.node_id for a in placed}) == 2
+    assert leader.stats.partial_plans >= 1  # at least the third was refused at first
+    (unplaced,) = [j for j in ("a", "b", "c") if not allocs_of(leader, j)]
+    evals = leader.store.snapshot().evals_by_job("default", unplaced)
+    assert any(e.status is EvalStatus.BLOCKED for e in evals)

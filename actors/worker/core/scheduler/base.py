@@ -27,7 +27,7 @@ from contracts import (
     PlanResult,
     TriggeredBy,
 )
-from contracts.copying import replacer
+from contracts.copying import replaced, replacer
 from contracts.evaluation import PlanAnnotations
 from contracts.share import NO_CAPACITY_FAIL, NO_CAPACITY_META
 
@@ -243,7 +243,7 @@ class SchedulerBase:
     ) -> Evaluation:
         evaluation = self.eval
         assert evaluation is not None
-        return dataclasses.replace(
+        return replaced(
             evaluation,
             status=status,
             status_description=description,

@@ -6,10 +6,10 @@ it directly against a state store for tests, benchmarks and dry-run plans.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING, Protocol, TypeGuard, runtime_checkable
 
 from contracts import Evaluation, Plan, PlanResult
+from contracts.copying import replacer
 
 if TYPE_CHECKING:
     from actors.state import StateReader
@@ -71,10 +71,13 @@ def completing(planner: Planner) -> TypeGuard[CompletingPlanner]:
     return _implements(planner, CompletingPlanner)
 
 
+_with_modify_time = replacer(Evaluation, "modify_time")
+
+
 def same_outcome(a: Evaluation, b: Evaluation) -> bool:
     """Two final statuses of one eval that differ at most in when they were written (a
     planner that sent the status with its completing plan drops the scheduler's repeat)."""
-    return a == dataclasses.replace(b, modify_time=a.modify_time)
+    return a == _with_modify_time(b, a.modify_time)
 
 
 class EvalRecords:
