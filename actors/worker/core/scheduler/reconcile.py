@@ -7,7 +7,6 @@ of intentions; the generic scheduler turns them into a plan.
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -87,7 +86,16 @@ class GroupUpdates:
     canary: int = 0
 
     def freeze(self) -> DesiredUpdates:
-        return DesiredUpdates(**dataclasses.asdict(self))
+        # Field by field: dataclasses.asdict deep-copies each int (~60 us an eval).
+        return DesiredUpdates(
+            place=self.place,
+            stop=self.stop,
+            migrate=self.migrate,
+            in_place_update=self.in_place_update,
+            destructive_update=self.destructive_update,
+            ignore=self.ignore,
+            canary=self.canary,
+        )
 
 
 @dataclass(slots=True)

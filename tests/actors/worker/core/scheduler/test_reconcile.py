@@ -18,6 +18,7 @@ from actors.worker.core.scheduler.reconcile import (
     ALLOC_NOT_NEEDED,
     ALLOC_RESCHEDULED,
     ALLOC_UPDATING,
+    GroupUpdates,
     NameIndex,
     Reconciler,
     tainted_nodes,
@@ -409,3 +410,11 @@ def test_tainted_nodes(build):
     tainted = tainted_nodes(allocs, nodes.get)
     assert set(tainted) == {"down", "disconnected", "drain", "gone"}
     assert tainted["gone"] is None
+
+
+def test_a_groups_update_counts_freeze_field_for_field() -> None:
+    names = [f.name for f in dataclasses.fields(GroupUpdates)]
+    counts = GroupUpdates(*range(1, len(names) + 1))
+    frozen = counts.freeze()
+    assert {n: getattr(frozen, n) for n in names} == {n: getattr(counts, n) for n in names}
+    assert frozen.preemptions == 0  # counted by the scheduler, not the reconciler
