@@ -72,9 +72,9 @@ IDLE_BLOCK_MS = 50
 # Queued allocation work filed per idle turn: a few milliseconds, so a delivery that arrives
 # meanwhile waits no longer than that.
 IDLE_SETTLE_ITEMS = 5_000
-# Filing waits until no delivery (nor log entry) came for this long: a gap between deliveries
-# in a burst is not idle time (the CPU it would take belongs to the leader and the other
-# workers), and a job's queued records are filed anyway when it is next evaluated...
+# Filing waits until no delivery came for this long: a gap between deliveries in a burst is
+# not idle time (the CPU it would take belongs to the leader and the other workers), and a
+# job's queued records are filed anyway when it is next evaluated...
 IDLE_SETTLE_QUIET_S = 1.0
 # ... unless this many allocations wait unfiled: under a steady stream of deliveries the
 # queues of jobs nobody evaluates again would otherwise grow without bound.
@@ -308,7 +308,6 @@ class WorkerService:
         }
         self.unacked: UnackedEval | None = None
         self._last_delivery = 0.0
-        self._last_applied = 0.0
         self._consumer = GroupConsumer(
             self.bus,
             names.deliveries,
@@ -352,20 +351,14 @@ class WorkerService:
             self.finish_unacked(timeout_s=STOP_ACK_TIMEOUT_S)
 
     def _turn(self) -> None:
-        if self.replica.catch_up():  # what was committed while we waited (no blocking)
-            self._last_applied = time.monotonic()
+        self.replica.catch_up()  # what was committed while we waited (no blocking)
         if self._consumer.poll_once():
             self._last_delivery = time.monotonic()
             return
         # Idle: ack what is in flight; once quiet, file some of the allocations queued per
-        # job, so that a later evaluation has less to settle. Quiet means no delivery and
-        # no log entry for a while: while the leader schedules a stream of small jobs
-        # itself, this worker gets no delivery, and filing every allocation as it comes
-        # took the CPU (an eighth of a core at 300 evaluations a second on 2 cores) from
-        # the leader and the API that place them.
+        # job, so that a later evaluation has less to settle.
         self.finish_unacked()
-        now = time.monotonic()
-        quiet = min(now - self._last_delivery, now - self._last_applied) >= IDLE_SETTLE_QUIET_S
+        quiet = time.monotonic() - self._last_delivery >= IDLE_SETTLE_QUIET_S
         if quiet or self.store.unfiled_allocations() > IDLE_SETTLE_BACKLOG:
             self.store.settle_some(IDLE_SETTLE_ITEMS)
         when_idle()

@@ -12,8 +12,6 @@ from typing import Any
 import pytest
 import redis
 
-import actors.worker.service as worker_service
-from actors.broker.service import BrokerService
 from actors.leader.service import LEADER_MESSAGES, STALE_TOKEN, LeaderService
 from actors.streams import StreamBus
 from actors.streams.envelope import decode_message, registry_of
@@ -305,29 +303,3 @@ def test_an_unanswered_status_write_is_nacked_not_acked(
         halt()
     (ack,) = acks(client)
     assert ack.outcome is AckOutcome.NACK and "no LeaderResponse" in ack.reason
-
-
-def test_an_idle_worker_files_allocations_only_once_the_log_is_quiet_too(
-    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """While the leader places a stream of small jobs itself, a worker gets no delivery; it
-    leaves their allocation records unfiled (its CPU belongs to the leader and the API)
-    until neither deliveries nor log entries came for the quiet time."""
-    monkeypatch.setattr(worker_service, "IDLE_SETTLE_QUIET_S", 0.3)
-    broker = BrokerService(client, NAMES)
-    broker.start()
-    leader = LeaderService(client, NAMES, broker=broker, local_scheduling=True)
-    leader.start()
-    add_nodes(leader, "n1", on_loop=False)
-    worker = WorkerService("w1", client, NAMES)
-    worker.start()
-
-    for i in range(3):  # entries keep coming: nothing is filed
-        register(leader, f"web-{i}", on_loop=False)
-        leader.poll_once()  # placed by the leader itself
-        worker._turn()
-        assert worker.store.unfiled_allocations() == 2 * (i + 1)
-    time.sleep(0.35)
-    worker._turn()  # applies nothing new, no delivery: quiet
-    worker._turn()
-    assert worker.store.unfiled_allocations() == 0
