@@ -24,19 +24,21 @@ def replacer(cls: type[T], *names: str) -> Callable[..., T]:
     unknown = set(names) - set(fields)
     if unknown:
         raise ValueError(f"{cls.__name__} has no fields {sorted(unknown)}")
-    value = {f: f if f in names else f"src.{f}" for f in fields}
-    namespace: dict[str, Any] = {"cls": cls, "new": object.__new__}
-    slotted = all(f in getattr(cls, "__slots__", ()) for f in fields)
+    # The generated function's own names start with "__", which no field's does, so that
+    # a field named `src` or `obj` cannot collide with them.
+    value = {f: f if f in names else f"__src.{f}" for f in fields}
+    namespace: dict[str, Any] = {"__cls": cls, "__new": object.__new__}
+    slotted = all(f in cls.__dict__ and f in getattr(cls, "__slots__", ()) for f in fields)
     if slotted and not hasattr(cls, "__post_init__"):
-        body = ["    obj = new(cls)"]
+        body = ["    __obj = __new(__cls)"]
         for f in fields:
-            namespace[f"set_{f}"] = cls.__dict__[f].__set__
-            body.append(f"    set_{f}(obj, {value[f]})")
-        body.append("    return obj")
+            namespace[f"__set_{f}"] = cls.__dict__[f].__set__
+            body.append(f"    __set_{f}(__obj, {value[f]})")
+        body.append("    return __obj")
     else:
         args = ", ".join(f"{f.name}={value[f.name]}" for f in all_fields if f.init)
-        body = [f"    return cls({args})"]
-    source = f"def replace({', '.join(('src', *names))}):\n" + "\n".join(body) + "\n"
+        body = [f"    return __cls({args})"]
+    source = f"def replace({', '.join(('__src', *names))}):\n" + "\n".join(body) + "\n"
     exec(source, namespace)
     fn: Callable[..., T] = namespace["replace"]
     fn.__name__ = f"replace_{cls.__name__}_{'_'.join(names)}"
@@ -46,7 +48,7 @@ def replacer(cls: type[T], *names: str) -> Callable[..., T]:
 _REPLACERS: dict[tuple[type, tuple[str, ...]], Callable[..., Any]] = {}
 
 
-def replaced(obj: T, **changes: Any) -> T:
+def replaced(obj: T, /, **changes: Any) -> T:
     """`dataclasses.replace(obj, **changes)` through a generated replacer, made once per
     (class, changed fields) and cached: for hot paths whose fields vary by call site."""
     key = (type(obj), tuple(changes))

@@ -41,6 +41,7 @@ from collections.abc import Callable, Mapping
 from typing import Protocol, runtime_checkable
 
 from actors.state import StateReader, StateStore
+from actors.state.holds import holds_of
 from actors.worker.core.scheduler.factory import new_scheduler
 from actors.worker.core.scheduler.planner import EvalRecords
 from actors.worker.tracing import WorkerTracing
@@ -128,6 +129,7 @@ class LocalScheduling:
         self.request_ids = itertools.count(1)
         self.incarnation = uuid.uuid4().hex[:12]
         self.stats = {"evals": 0, "handed_on": 0, "nacks": 0}
+        self.placed_only = False  # the last eval scheduled only placed allocations
         self.failed_here: OrderedDict[str, None] = OrderedDict()
 
     def wanted(self) -> bool:
@@ -141,15 +143,18 @@ class LocalScheduling:
         it next)."""
         done = 0
         deadline = self.clock() + self.budget_s
-        # One snapshot for the run, as a worker schedules on a replica that others' plans
-        # move past: the plans made before an eval's in this run are missing from it, and
-        # the leader's plan check (against its store) rejects what no longer fits, the
-        # scheduler retrying on a fresh snapshot. The run's evals are of different jobs
-        # (the broker holds a job's next eval until the last is settled, after the commit).
-        # A snapshot per eval was a tenth of the leader's time under many small jobs (its
-        # 16,384 allocation shards copied, then released; every write after it copying a
-        # shard again).
+        # Evals share a snapshot while the ones before only placed allocations, as a worker
+        # schedules on a replica that others' plans move past: those placements are missing
+        # from it, and the leader's plan check (against its store) rejects what no longer
+        # fits, the scheduler retrying on a fresh snapshot. What the check cannot correct
+        # takes a fresh one: room freed (stops, evictions), evals written beside (blocked
+        # evals and their holds, follow-ups), deployments, a rejected plan. The run's evals
+        # are of different jobs (the broker holds a job's next eval until the last is
+        # settled, after the commit); a repeat takes a fresh one all the same. A snapshot
+        # per eval was a tenth of the leader's time under many small jobs (its 16,384
+        # allocation shards copied, then released; every write after it copying a shard).
         state: StateReader | None = None
+        jobs: set[tuple[str, str]] = set()
         while self.clock() < deadline and not self.paused():
             try:
                 taken = self.deliveries.take_local(LOCAL_TYPES)
@@ -172,10 +177,14 @@ class LocalScheduling:
                 except Exception:  # Redis away: the broker's timeout redelivers it
                     log.exception("handing eval %s to the workers failed", delivery.eval.id)
                 break
-            if state is None:
-                state = self.leader.store.snapshot()
+            job = (delivery.eval.namespace, delivery.eval.job_id)
+            if state is None or job in jobs:
+                state, jobs = self.leader.store.snapshot(), set()
+            jobs.add(job)
             if not self.schedule(delivery, trace, state):
                 break  # Redis may be away, or the store stale: the rest go to the workers
+            if not self.placed_only:
+                state = None
             done += 1
         return done
 
@@ -199,16 +208,19 @@ class LocalScheduling:
         """Schedule one delivery on `state` (a snapshot of the leader's store); acked (True),
         or nacked with the reason (False)."""
         self.stats["evals"] += 1
+        self.placed_only = False
         with self.tracing.evaluation(delivery, trace, "") as span:
             phases = self.tracing.phases()
             try:
                 planner = LeaderPlanner(self.leader, delivery, self.tracing)
+                # Preemption reads every job's allocations from the scheduler's own state,
+                # which a refresh after a rejected plan replaces (not from `state`).
                 scheduler = new_scheduler(delivery.eval.type, state, planner)
-                scheduler.node_allocs = state.allocs_by_node
                 scheduler.phases = phases
                 scheduler.process(delivery.eval)
                 error = planner.flush(self._request_id())
                 acked = planner.acked_by_leader
+                self.placed_only = planner.placed_only
             except Exception as exc:  # nacked: a worker gets it next, never lost
                 log.exception("eval %s failed on the leader", delivery.eval.id)
                 error, acked = f"{type(exc).__name__}: {exc}", False
@@ -236,11 +248,16 @@ class LeaderPlanner(EvalRecords):
         self.delivery = delivery
         self.tracing = tracing
         self.attempt = 0
+        # Whether all this eval changed was placing allocations and writing its own status
+        # (what a later eval scheduled on the same snapshot can miss safely).
+        self.placed_only = True
 
     def submit_plan(self, plan: Plan) -> tuple[PlanResult, StateReader | None]:
         self.attempt += 1
         plan = _with_token(plan, self.delivery.token)
         evals, completes = self.take_for_plan()
+        if plan.node_update or plan.deployments or evals or (completes and holds_of(completes)):
+            self.placed_only = False
         submission = PlanSubmission(plan, "", self.attempt, evals, completes)
         with self.tracing.plan_submit(plan, self.attempt) as (span, trace):
             response = self.leader.apply_local_plan(submission, trace)
@@ -248,6 +265,8 @@ class LeaderPlanner(EvalRecords):
                 raise RuntimeError(response.error)
             result = response.committed(plan)
             self.tracing.plan_result(span, plan, result)
+        if result.rejected_nodes or result.refresh_index:
+            self.placed_only = False
         if response.completed:
             self.completed = submission.completes
         self.acked_by_leader = response.acked
@@ -260,6 +279,9 @@ class LeaderPlanner(EvalRecords):
         """Commit the eval's final status (and evals not yet sent), unfenced as its plans
         are; returns the leader's error ("" if committed or nothing was left to send)."""
         evals = self.unsent()
+        own = self.delivery.eval.id
+        if any(e.id != own or holds_of(e) for e in evals):
+            self.placed_only = False
         if not evals or self.acked_by_leader:
             return ""
         request = LeaderRequest(RequestKind.UPDATE_EVALS, request_id=request_id, evals=tuple(evals))

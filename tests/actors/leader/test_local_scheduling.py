@@ -478,3 +478,35 @@ def test_a_runs_evals_share_a_snapshot_and_the_plan_check_keeps_nodes_from_overf
     (unplaced,) = [j for j in ("a", "b", "c") if not allocs_of(leader, j)]
     evals = leader.store.snapshot().evals_by_job("default", unplaced)
     assert any(e.status is EvalStatus.BLOCKED for e in evals)
+
+
+def test_room_freed_earlier_in_a_run_is_seen_by_the_evals_after_it(client: redis.Redis) -> None:
+    """A job stopped and another registered in one batch, on full nodes: the stop's eval
+    frees room (its plan stops an allocation), so the next eval takes a fresh snapshot and
+    places the new job there instead of blocking on the run's stale one."""
+    leader, _broker = start(client)
+
+    def big(job_id: str) -> Job:
+        task = Task(name="t", driver="mock", resources=Resources(cpu=3000, memory_mb=16))
+        return Job(id=job_id, name=job_id, task_groups=(TaskGroup("g", 1, tasks=(task,)),))
+
+    for job_id in ("x1", "x2"):
+        register(leader, big(job_id))
+    leader.poll_once()
+    assert [len(allocs_of(leader, j)) for j in ("x1", "x2")] == [1, 1]  # both nodes full
+    partial_before = leader.stats.partial_plans  # x2 may have met x1 on the shared snapshot
+    StreamBus(client).publish(
+        NAMES.requests,
+        [
+            ("LeaderRequest", LeaderRequest(RequestKind.STOP_JOB, request_id="stop", job_id="x1")),
+            (
+                "LeaderRequest",
+                LeaderRequest(RequestKind.REGISTER_JOB, request_id="reg-y", job=big("y")),
+            ),
+        ],
+    )
+    leader.poll_once()
+    (placed,) = allocs_of(leader, "y")
+    (stopped,) = allocs_of(leader, "x1")
+    assert placed.node_id == stopped.node_id and stopped.terminal()
+    assert leader.stats.partial_plans == partial_before  # placed on a fresh snapshot

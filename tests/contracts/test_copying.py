@@ -1,0 +1,40 @@
+"""Generated copies (contracts/copying.py) equal `dataclasses.replace`, whatever the fields
+are named and whatever the record's class."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from contracts import EvalStatus, Evaluation, Job
+from contracts.copying import replaced, replacer
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Named:
+    src: int
+    obj: int = 2
+    cls: str = "c"
+
+
+class Unslotted(Named):
+    """A subclass without slots of its own: copied through its constructor."""
+
+
+def test_fields_named_as_the_generated_functions_locals_are_copied_right() -> None:
+    record = Named(1)
+    assert replacer(Named, "src")(record, 5) == dataclasses.replace(record, src=5)
+    assert replaced(record, obj=7, cls="d") == Named(1, 7, "d")
+
+
+def test_a_subclass_copies_as_itself() -> None:
+    copy = replaced(Unslotted(1), src=3)
+    assert type(copy) is Unslotted and copy == dataclasses.replace(Unslotted(1), src=3)
+
+
+def test_records_copy_as_dataclasses_replace_does() -> None:
+    job = Job(id="web", name="web")
+    assert job.replace(stop=True, version=3) == dataclasses.replace(job, stop=True, version=3)
+    ev = Evaluation(id="e", namespace="default", job_id="web")
+    assert replaced(ev, status=EvalStatus.COMPLETE) == dataclasses.replace(
+        ev, status=EvalStatus.COMPLETE
+    )
