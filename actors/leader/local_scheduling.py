@@ -220,7 +220,9 @@ class LocalScheduling:
                 scheduler.process(delivery.eval)
                 error = planner.flush(self._request_id())
                 acked = planner.acked_by_leader
-                self.placed_only = planner.placed_only
+                # An eval that held nodes (a gang's) releases them as it places: later evals
+                # must see them free.
+                self.placed_only = planner.placed_only and not delivery.eval.reserved_nodes
             except Exception as exc:  # nacked: a worker gets it next, never lost
                 log.exception("eval %s failed on the leader", delivery.eval.id)
                 error, acked = f"{type(exc).__name__}: {exc}", False
