@@ -267,11 +267,7 @@ def test_a_delivery_that_cannot_reach_the_workers_does_not_stop_the_leader(
     client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     leader, broker = start(client)
-
-    def unreachable(_deliveries: Any) -> None:
-        raise redis.ConnectionError("Redis is away")
-
-    monkeypatch.setattr(broker, "_publish", unreachable)
+    _cut_off_from_workers(monkeypatch, broker)
     register(leader, job("big", count=LOCAL_MAX_ALLOCS + 1))
     leader.poll_once()  # logged, not raised: the broker's nack timeout redelivers it
     assert leader.local is not None and leader.local.stats["handed_on"] == 1
@@ -303,7 +299,8 @@ def test_a_delivery_is_settled_only_once_its_plan_is_durable(
         assert broker.broker.location(first) is None  # acked after it
 
 
-def _registrations(client: redis.Redis, job_ids: list[str], reply_to: str) -> None:
+def _registrations(client: redis.Redis, specs: list[Job], reply_to: str = "loc:reply") -> None:
+    """Registrations sent over the leader's request stream, as the API sends them."""
     StreamBus(client).publish(
         NAMES.requests,
         [
@@ -311,14 +308,23 @@ def _registrations(client: redis.Redis, job_ids: list[str], reply_to: str) -> No
                 "LeaderRequest",
                 LeaderRequest(
                     RequestKind.REGISTER_JOB,
-                    request_id=f"reg-{job_id}",
-                    job=job(job_id),
+                    request_id=f"reg-{spec.id}",
+                    job=spec,
                     reply_to=reply_to,
                 ),
             )
-            for job_id in job_ids
+            for spec in specs
         ],
     )
+
+
+def _cut_off_from_workers(monkeypatch: pytest.MonkeyPatch, broker: BrokerService) -> None:
+    """Deliveries to the workers fail as if Redis were away."""
+
+    def unreachable(_deliveries: Any) -> None:
+        raise redis.ConnectionError("Redis is away")
+
+    monkeypatch.setattr(broker, "_publish", unreachable)
 
 
 def _answers(client: redis.Redis, reply_to: str) -> list[LeaderResponse]:
@@ -342,7 +348,7 @@ def test_a_batch_of_registrations_and_their_placements_is_one_commit_acked_with_
         return real_commit(expected, entries, fences)
 
     monkeypatch.setattr(leader.durable, "commit", commit)
-    _registrations(client, ["a", "b", "c"], "loc:reply")
+    _registrations(client, [job(j) for j in ("a", "b", "c")])
     leader.poll_once()
 
     assert len(commits) == 1  # the three registrations, their evals and their plans
@@ -372,7 +378,7 @@ def test_a_lost_batch_commit_answers_nothing_and_its_requests_are_decided_again(
         return real_commit(expected, entries, fences)
 
     monkeypatch.setattr(leader.durable, "commit", fail_first)
-    _registrations(client, ["a", "b"], "loc:reply")
+    _registrations(client, [job("a"), job("b")])
     leader.poll_once()
 
     answers = _answers(client, "loc:reply")
@@ -401,7 +407,7 @@ def test_a_feed_that_fails_under_the_hold_rebuilds_the_store_and_the_broker_from
         real_on_commit(entry, state)
 
     monkeypatch.setattr(broker, "on_commit", on_commit)
-    _registrations(client, ["a", "b"], "loc:reply")
+    _registrations(client, [job("a"), job("b")])
     leader.poll_once()
 
     assert failures  # the early feed failed once
@@ -418,25 +424,8 @@ def test_a_durable_batch_is_answered_even_if_its_deliveries_cannot_go_out(
     client: redis.Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     leader, broker = start(client)
-
-    def unreachable(_deliveries: Any) -> None:
-        raise redis.ConnectionError("Redis is away")
-
-    monkeypatch.setattr(broker, "_publish", unreachable)
-    StreamBus(client).publish(
-        NAMES.requests,
-        [
-            (
-                "LeaderRequest",
-                LeaderRequest(
-                    RequestKind.REGISTER_JOB,
-                    request_id="reg-big",
-                    job=job("big", count=LOCAL_MAX_ALLOCS + 1),
-                    reply_to="loc:reply",
-                ),
-            )
-        ],
-    )
+    _cut_off_from_workers(monkeypatch, broker)
+    _registrations(client, [job("big", count=LOCAL_MAX_ALLOCS + 1)])
     leader.poll_once()  # the big job's delivery is handed on, held, and fails on release
     (answer,) = _answers(client, "loc:reply")
     assert answer.ok and client.xpending(NAMES.requests, "leader")["pending"] == 0
@@ -458,18 +447,7 @@ def test_a_runs_evals_share_a_snapshot_and_the_plan_check_keeps_nodes_from_overf
         task = Task(name="t", driver="mock", resources=Resources(cpu=3000, memory_mb=16))
         return Job(id=job_id, name=job_id, task_groups=(TaskGroup("g", 1, tasks=(task,)),))
 
-    StreamBus(client).publish(
-        NAMES.requests,
-        [
-            (
-                "LeaderRequest",
-                LeaderRequest(
-                    RequestKind.REGISTER_JOB, request_id=f"reg-{j}", job=big(j), reply_to="r"
-                ),
-            )
-            for j in ("a", "b", "c")
-        ],
-    )
+    _registrations(client, [big(j) for j in ("a", "b", "c")])
     leader.poll_once()
 
     placed = [a for j in ("a", "b", "c") for a in allocs_of(leader, j)]
