@@ -148,7 +148,8 @@ class LocalScheduling:
         # from it, and the leader's plan check (against its store) rejects what no longer
         # fits, the scheduler retrying on a fresh snapshot. What the check cannot correct
         # takes a fresh one: room freed (stops, evictions), evals written beside (blocked
-        # evals and their holds, follow-ups), deployments, a rejected plan. The run's evals
+        # evals and their holds, follow-ups), a gang's held nodes, a rejected plan (a
+        # deployment is its job's own: no other eval of the run reads it). The run's evals
         # are of different jobs (the broker holds a job's next eval until the last is
         # settled, after the commit); a repeat takes a fresh one all the same. A snapshot
         # per eval was a tenth of the leader's time under many small jobs (its 16,384
@@ -258,7 +259,8 @@ class LeaderPlanner(EvalRecords):
         self.attempt += 1
         plan = _with_token(plan, self.delivery.token)
         evals, completes = self.take_for_plan()
-        if plan.node_update or plan.deployments or evals or (completes and holds_of(completes)):
+        # A deployment is the job's own (a run's evals are of different jobs): it taints nothing.
+        if plan.node_update or evals or (completes and holds_of(completes)):
             self.placed_only = False
         submission = PlanSubmission(plan, "", self.attempt, evals, completes)
         with self.tracing.plan_submit(plan, self.attempt) as (span, trace):
