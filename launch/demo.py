@@ -130,7 +130,8 @@ def _wait_settled(api: ApiClient, job_ids: list[str], timeout_s: float = 60.0) -
 def _report_placements(api: ApiClient, system: DroverSystem, job_ids: list[str]) -> None:
     stats = system.client().leader_stats()
     workers = ray.get([w.stats.remote() for w in system.workers])
-    refreshes = sum(w["refreshes"] for w in workers)
+    # Plans the workers retried, and those of the evals the leader scheduled itself.
+    refreshes = sum(w["refreshes"] for w in workers) + stats["local_refreshes"]
     rebased = sum(w["rebased_plans"] for w in workers)
     placed = sum(len(api.get(f"/v1/job/{j}/allocations")) for j in job_ids)
     print(

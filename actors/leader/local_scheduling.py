@@ -128,7 +128,7 @@ class LocalScheduling:
         self.paused = paused
         self.request_ids = itertools.count(1)
         self.incarnation = uuid.uuid4().hex[:12]
-        self.stats = {"evals": 0, "handed_on": 0, "nacks": 0}
+        self.stats = {"evals": 0, "handed_on": 0, "nacks": 0, "refreshes": 0}
         self.placed_only = False  # the last eval scheduled only placed allocations
         self.failed_here: OrderedDict[str, None] = OrderedDict()
 
@@ -219,6 +219,7 @@ class LocalScheduling:
                 scheduler = new_scheduler(delivery.eval.type, state, planner)
                 scheduler.phases = phases
                 scheduler.process(delivery.eval)
+                self.stats["refreshes"] += planner.refreshes
                 error = planner.flush(self._request_id())
                 acked = planner.acked_by_leader
                 # An eval that held nodes (a gang's) releases them as it places: later evals
@@ -251,6 +252,7 @@ class LeaderPlanner(EvalRecords):
         self.delivery = delivery
         self.tracing = tracing
         self.attempt = 0
+        self.refreshes = 0  # plans partially rejected, the scheduler retrying on fresh state
         # Whether all this eval changed was placing allocations and writing its own status
         # (what a later eval scheduled on the same snapshot can miss safely).
         self.placed_only = True
@@ -271,6 +273,8 @@ class LeaderPlanner(EvalRecords):
             self.tracing.plan_result(span, plan, result)
         if result.rejected_nodes or result.refresh_index:
             self.placed_only = False
+        if result.refresh_index:
+            self.refreshes += 1
         if response.completed:
             self.completed = submission.completes
         self.acked_by_leader = response.acked

@@ -490,6 +490,7 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             finally:
                 self._staged = None
         self.stats.local_evals += scheduled
+        self.stats.local_refreshes = self.local.stats["refreshes"]
         self.broker.deliver()
         return scheduled
 
@@ -533,6 +534,7 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             self._staged = None
             self._release(broker, durable)
         self.stats.local_evals += scheduled
+        self.stats.local_refreshes = local.stats["refreshes"]
         self._deliver_now(broker)
         return scheduled
 
