@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
 from actors.broker.service import BrokerService
 from actors.leader.service import LeaderService
@@ -58,6 +59,14 @@ class LeaderActor(ServiceShell):
             ),
             self.broker,
         )
+
+    def stats(self) -> dict[str, Any]:
+        """The leader's counters, and `local_refreshes`: of the evals it scheduled itself,
+        plans partially rejected and scheduled again on a fresh snapshot (a run's evals
+        share one while they only place: local_scheduling.py)."""
+        local = self.service.local
+        refreshes = local.stats["refreshes"] if local is not None else 0
+        return super().stats() | {"local_refreshes": refreshes}
 
     def broker_stats(self) -> dict[str, int]:
         """The hosted broker's counters (delivered, acked, of those acked on commit, nacked,

@@ -468,31 +468,22 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         return response
 
     def _schedule_locally(self) -> int:
-        """Between commits: small ready evals scheduled here, the rest delivered. Their
-        plans and final statuses are staged and made durable by one commit at the end
-        (each is decided on the store the ones before it left, as a batch's requests are):
-        a commit per plan was an eighth of the leader's time under many small jobs."""
+        """A turn's end: what its other work made ready (expired nodes, due deadlines, the
+        actor's requests) is scheduled here as a batch's is, on an empty stage, or delivered
+        to the workers. A lost commit is not the turn's failure: the store and the broker
+        were rebuilt from the log, and the evals whose plans were lost are pending again."""
         if self.local is None or self.broker is None or self._store_lost:
+            return 0
+        if not self.local.wanted():
+            self._deliver_now(self.broker)
             return 0
         assert self._staged is None, "local scheduling runs between batches"
         self._staged = []
-        scheduled = 0
         try:
-            scheduled = self.local.run()
-        finally:  # even if it raised: what it staged was decided and is applied
-            try:
-                self._flush_staged()
-            except StagedCommitLost:
-                # The store and the broker were rebuilt from the log: the evals whose plans
-                # were lost are pending again and delivered anew.
-                log.warning("the leader's scheduling turn was not committed", exc_info=True)
-                scheduled = 0
-            finally:
-                self._staged = None
-        self.stats.local_evals += scheduled
-        self.stats.local_refreshes = self.local.stats["refreshes"]
-        self.broker.deliver()
-        return scheduled
+            return self._schedule_staged()
+        except StagedCommitLost:
+            log.warning("the leader's scheduling turn was not committed", exc_info=True)
+            return 0
 
     def _schedule_staged(self) -> int:
         """A batch's end: the small evals its staged entries made ready are scheduled here
@@ -534,7 +525,6 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             self._staged = None
             self._release(broker, durable)
         self.stats.local_evals += scheduled
-        self.stats.local_refreshes = local.stats["refreshes"]
         self._deliver_now(broker)
         return scheduled
 

@@ -26,9 +26,6 @@ class LeaderStats:
     commits: int = 0  # durable commits (a batch's staged requests share one)
     held_plans: int = 0  # plans held back by `hold_plans` (a test failpoint)
     local_evals: int = 0  # evals this leader scheduled itself (local_scheduling.py)
-    # Of those, plans partially rejected and scheduled again on a fresh snapshot (a run's
-    # evals share one while they only place: local_scheduling.py).
-    local_refreshes: int = 0
     loop_errors: int = 0  # turns that failed on an unexpected error (store rebuilt)
     log_moved: int = 0  # commits refused for a log that had moved (decided again)
 

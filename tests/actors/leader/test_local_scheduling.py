@@ -453,7 +453,8 @@ def test_a_runs_evals_share_a_snapshot_and_the_plan_check_keeps_nodes_from_overf
     placed = [a for j in ("a", "b", "c") for a in allocs_of(leader, j)]
     assert len(placed) == 2 and len({a.node_id for a in placed}) == 2
     assert leader.stats.partial_plans >= 1  # at least the third was refused at first
-    assert leader.stats.local_refreshes == leader.stats.partial_plans  # each retried
+    assert leader.local is not None
+    assert leader.local.stats["refreshes"] == leader.stats.partial_plans  # each retried
     (unplaced,) = [j for j in ("a", "b", "c") if not allocs_of(leader, j)]
     evals = leader.store.snapshot().evals_by_job("default", unplaced)
     assert any(e.status is EvalStatus.BLOCKED for e in evals)
