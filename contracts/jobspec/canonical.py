@@ -8,8 +8,7 @@ in code (tests, the API) look like parsed ones. It is idempotent.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
+from contracts.copying import replaced
 from contracts.job import (
     DEFAULT_MIGRATE,
     DEFAULT_NAMESPACE,
@@ -28,7 +27,7 @@ DEFAULT_DATACENTERS = ("*",)
 def canonicalize(job: Job) -> Job:
     """Name defaults to the ID, datacenters to "*", and groups get Nomad's group defaults."""
     groups = tuple(_group(tg, job) for tg in job.task_groups)
-    return replace(
+    return replaced(
         job,
         name=job.name or job.id,
         namespace=job.namespace or DEFAULT_NAMESPACE,
@@ -42,7 +41,7 @@ def canonicalize(job: Job) -> Job:
 def _group(tg: TaskGroup, job: Job) -> TaskGroup:
     scaling = tg.scaling
     if scaling is not None and scaling.min is None:
-        scaling = replace(scaling, min=tg.count)
+        scaling = replaced(scaling, min=tg.count)
     update: UpdateStrategy | None = tg.update if tg.update is not None else job.update
     reschedule = tg.reschedule_policy
     if reschedule is None:
@@ -50,6 +49,6 @@ def _group(tg: TaskGroup, job: Job) -> TaskGroup:
     migrate = tg.migrate
     if migrate is None and job.type == JobType.SERVICE:
         migrate = DEFAULT_MIGRATE
-    return replace(
+    return replaced(
         tg, scaling=scaling, update=update, migrate=migrate, reschedule_policy=reschedule
     )

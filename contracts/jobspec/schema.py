@@ -33,6 +33,10 @@ class Kind(Enum):
     OBJ = "a block"
     OBJS = "a list of blocks"
 
+    # By identity, as members compare: Enum's own hash (of the name) is a Python call, and
+    # a job's parse looks a kind up in SCALARS for every field it reads.
+    __hash__ = object.__hash__
+
 
 SCALARS = frozenset(
     {Kind.STR, Kind.INT, Kind.POS_INT, Kind.NONNEG_INT, Kind.BOOL, Kind.DURATION, Kind.CHOICE}

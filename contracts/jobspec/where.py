@@ -74,17 +74,41 @@ class HclWhere:
         return f'{self._head()}: "{self._field()}" is not supported by drover yet and was ignored'
 
 
-@dataclass(frozen=True, slots=True)
 class JsonWhere:
-    """A JSON path as in contracts.codec errors: `$.Job.TaskGroups[0].Count`."""
+    """A JSON path as in contracts.codec errors: `$.Job.TaskGroups[0].Count`.
 
-    path: str = "$"
+    A walk makes one for every field it reads and words a path only for the few that have a
+    problem, so the path is kept as its parent and last step and joined when asked for."""
+
+    __slots__ = ("_parent", "_step")
+
+    def __init__(self, parent: JsonWhere | None = None, step: str = "$") -> None:
+        self._parent = parent
+        self._step = step
+
+    @property
+    def path(self) -> str:
+        steps: list[str] = []
+        where: JsonWhere | None = self
+        while where is not None:
+            steps.append(where._step)
+            where = where._parent
+        return "".join(reversed(steps))
 
     def child(self, name: str) -> JsonWhere:
-        return JsonWhere(f"{self.path}.{name}")
+        return JsonWhere(self, "." + name)
 
     def index(self, i: int) -> JsonWhere:
-        return JsonWhere(f"{self.path}[{i}]")
+        return JsonWhere(self, f"[{i}]")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JsonWhere) and other.path == self.path
+
+    def __hash__(self) -> int:
+        return hash(self.path)
+
+    def __repr__(self) -> str:
+        return f"JsonWhere({self.path!r})"
 
     def at(self, detail: str) -> str:
         return f"{self.path}: {detail}"
