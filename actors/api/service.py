@@ -17,7 +17,7 @@ into Nomad's events (core/events.py) and published to `events`, the broker subsc
 
 from __future__ import annotations
 
-import dataclasses
+import itertools
 import logging
 import threading
 import uuid
@@ -41,6 +41,7 @@ from actors.streams.names import StreamNames
 from actors.streams.node_link import send_commands, task_events
 from contracts import Job
 from contracts.codec import CodecError
+from contracts.copying import replacer
 from contracts.jobspec.limits import DEFAULT_LIMITS, JobLimits
 from contracts.messages import LeaderRequest, LeaderResponse
 from contracts.node_commands import NodeCommand, NodeCommandReply, TaskEvent
@@ -276,5 +277,13 @@ class ApiService:
         return reports
 
 
+# A request id is this process's random prefix and a count: unique across processes and
+# restarts as a uuid4 per request would be, without a getrandom call and a dataclass replace
+# on every registration (the leader applies each id at most once).
+_REQUEST_PREFIX = uuid.uuid4().hex[:16]
+_request_counter = itertools.count(1)  # next() is atomic under the GIL: handler threads share it
+_set_request_id = replacer(LeaderRequest, "request_id")
+
+
 def _with_request_id(request: LeaderRequest) -> LeaderRequest:
-    return dataclasses.replace(request, request_id=str(uuid.uuid4()))
+    return _set_request_id(request, f"{_REQUEST_PREFIX}-{next(_request_counter)}")
