@@ -402,11 +402,8 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             )
         changes, result = self.core.apply_plan(submission)
         self.tracing.plan_applied(span, submission, result, self.store, started)
-        self.stats.plans += 1
-        if result.rejected_nodes:
-            self.stats.partial_plans += 1
-            self.stats.rejected_nodes += len(result.rejected_nodes)
         if not changes:  # nothing fit (or a no-op): nothing committed
+            self._count_plan(result)
             nothing = PlanResult(
                 rejected_nodes=result.rejected_nodes, refresh_index=result.refresh_index
             )
@@ -454,11 +451,21 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             answered.append(self._reply(submission, response))
 
         carried = self.tracing.entry_trace(span, changes, self.store)
-        if self._commit(changes, fence, key, on_durable=answer, trace=carried, staged=own) is None:
+        committed = self._commit(changes, fence, key, on_durable=answer, trace=carried, staged=own)
+        # Counted once decided for good: a moved log (LogMoved out of the commit) decides the
+        # plan again, and only that decision counts.
+        self._count_plan(result)
+        if committed is None:
             self.stats.stale_plans += 1
             stale = PlanResponse(plan.eval_id, submission.attempt, PlanResult(), error=STALE_TOKEN)
             return self._reply(submission, stale)
         return answered[0]
+
+    def _count_plan(self, result: PlanResult) -> None:
+        self.stats.plans += 1
+        if result.rejected_nodes:
+            self.stats.partial_plans += 1
+            self.stats.rejected_nodes += len(result.rejected_nodes)
 
     def _reply(self, submission: PlanSubmission, response: PlanResponse) -> PlanResponse:
         if submission.reply_to:

@@ -118,6 +118,7 @@ def test_a_plan_decided_again_after_the_log_moved_is_checked_on_the_nodes_as_the
     assert [r.node_id for r in answer.result.rejected_nodes] == [node]
     assert not answer.result.alloc_index
     assert service.stats.log_moved == 1 and service.stats.partial_plans == 1
+    assert service.stats.plans == 1  # decided twice, counted once
     assert service.store.node(node) is None
     assert not service.store.allocs_by_job("default", "web")
     assert harness.log_length() == index + 1  # nothing committed over the other entry
