@@ -199,7 +199,9 @@ class ApiHttpServer:
         """Read, answer; True to keep the connection for the next request."""
         timeout = self.idle_timeout_s
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
+            # asyncio.timeout, not wait_for: no task made per read (two reads per request).
+            async with asyncio.timeout(timeout):
+                head = await reader.readuntil(b"\r\n\r\n")
         except (TimeoutError, asyncio.IncompleteReadError):
             return False  # silent too long, or gone
         except asyncio.LimitOverrunError:
@@ -217,7 +219,10 @@ class ApiHttpServer:
             await self._send(writer, ApiResponse(413, message), close=True)
             return False
         try:
-            body = await asyncio.wait_for(reader.readexactly(length), timeout) if length else b""
+            body = b""
+            if length:
+                async with asyncio.timeout(timeout):
+                    body = await reader.readexactly(length)
         except (TimeoutError, asyncio.IncompleteReadError):
             return False
         url = urlsplit(target)
