@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
 import uuid
 from collections.abc import Callable, Sequence
@@ -277,13 +278,26 @@ class ApiService:
         return reports
 
 
-# A request id is this process's random prefix and a count: unique across processes and
-# restarts as a uuid4 per request would be, without a getrandom call and a dataclass replace
-# on every registration (the leader applies each id at most once).
-_REQUEST_PREFIX = uuid.uuid4().hex[:16]
-_request_counter = itertools.count(1)  # next() is atomic under the GIL: handler threads share it
+class _RequestIds:
+    """A request id is this process's random prefix and a count: unique across processes and
+    restarts as a uuid4 per request would be, without a getrandom call on every registration
+    (the leader applies each id at most once). A forked child draws a prefix of its own."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.prefix = uuid.uuid4().hex[:16]
+        self.counter = itertools.count(1)  # next() is atomic under the GIL
+
+    def next(self) -> str:
+        return f"{self.prefix}-{next(self.counter)}"
+
+
+_request_ids = _RequestIds()
+os.register_at_fork(after_in_child=_request_ids.reset)
 _set_request_id = replacer(LeaderRequest, "request_id")
 
 
 def _with_request_id(request: LeaderRequest) -> LeaderRequest:
-    return _set_request_id(request, f"{_REQUEST_PREFIX}-{next(_request_counter)}")
+    return _set_request_id(request, _request_ids.next())

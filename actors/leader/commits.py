@@ -258,9 +258,15 @@ class CommitMethods:
     def _lose_store(self) -> None:
         """Rebuild the store from the log now if Redis answers, else before the next turn
         (the broker is emptied meanwhile: what it tracks may come from entries the log
-        lacks, and nothing of it may go out before the rebuild restores it)."""
+        lacks, and nothing of it may go out before the rebuild restores it). A deposed leader
+        decides nothing more: its broker is emptied (it must not redeliver what a newer
+        leader owns) and its store is left as it is."""
         self._store_lost = True
         self._rebuilds += 1
+        if self._deposed:
+            if self.broker is not None:
+                self.broker.reset()
+            return
         try:
             self._reload()
         except redis.RedisError:

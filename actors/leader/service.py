@@ -111,6 +111,7 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         self._after_flush: list[Callable[[], object]] = []  # settlements awaiting the flush
         self._fed_through = 0  # staged entries the broker was fed before their flush
         self._rebuilds = 0
+        self._turn_rebuilds = 0  # `_rebuilds` when the current turn began
         self._now_ns = now_ns
         # A staged flush failed and the store could not be rebuilt yet: the loop rebuilds
         # it before deciding anything else. A lost term stops the loop.
@@ -164,12 +165,14 @@ class LeaderService(CommitMethods, PlanHoldMethods):
                 # look alive): what it decided is dropped and the store rebuilt from the log.
                 log.exception("leader loop failed; rebuilding its store from the log")
                 self.stats.loop_errors += 1
-                self._lose_store()
+                if self._rebuilds == self._turn_rebuilds:  # not rebuilt where it failed
+                    self._lose_store()
                 stop.wait(0.1)
 
     def poll_once(self) -> int:
         if self._deposed:
             raise NotLeaderError(f"term {self.stats.term} is no longer current")
+        self._turn_rebuilds = self._rebuilds
         if self._store_lost:
             self._reload()  # before anything is decided on it (raises while Redis is away)
         index = self.store.latest_index()
@@ -488,7 +491,9 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         self._staged = []
         try:
             return self._schedule_staged()
-        except StagedCommitLost:
+        except StagedCommitLost as lost:
+            if lost.__context__ is not None:
+                raise  # the run failed first: the loop's error, with the run's as its cause
             log.warning("the leader's scheduling turn was not committed", exc_info=True)
             return 0
 

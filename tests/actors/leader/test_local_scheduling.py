@@ -6,6 +6,7 @@ goes to a worker next, and that a redelivered eval taken here fences out its old
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -14,6 +15,7 @@ import redis
 
 import actors.leader.local_scheduling as local_scheduling
 from actors.broker.service import BrokerService
+from actors.leader.durable_log import DurableLog, NotLeaderError
 from actors.leader.local_scheduling import LOCAL_MAX_ALLOCS
 from actors.leader.service import LeaderService
 from actors.streams import StreamBus
@@ -490,3 +492,61 @@ def test_room_freed_earlier_in_a_run_is_seen_by_the_evals_after_it(client: redis
     (stopped,) = allocs_of(leader, "x1")
     assert placed.node_id == stopped.node_id and stopped.terminal()
     assert leader.stats.partial_plans == partial_before  # placed on a fresh snapshot
+
+
+def test_a_leader_deposed_at_its_turns_commit_empties_its_broker_and_decides_nothing_more(
+    client: redis.Redis,
+) -> None:
+    """A newer leader took the term while this one scheduled its ready evals: the commit is
+    refused, and this leader's broker is emptied (it must not deliver evals the newer leader
+    now owns) rather than rebuilt from the log; its store is left as it was."""
+    leader, broker = start(client)
+    register(leader, job("a"))
+    register(leader, job("b"))
+    DurableLog(client, NAMES).acquire_term()
+    store_before = leader.store
+
+    with pytest.raises(NotLeaderError):
+        leader.poll_once()
+
+    assert leader.store is store_before  # not rebuilt
+    with broker.lock:
+        stats = broker.broker.stats()
+    assert stats.total_ready == 0 and stats.total_unacked == 0
+    assert broker.deliver() == 0 and not delivered(client)
+    with pytest.raises(NotLeaderError):  # and it decides nothing more
+        leader.poll_once()
+
+
+def test_a_run_that_fails_under_the_hold_rebuilds_the_store_once(
+    client: redis.Redis, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The turn's end rebuilds the store and the broker where the run failed; the loop,
+    seeing the failure, does not rebuild them again (a second reset would forget, and send
+    again, the deliveries the first rebuild's broker made meanwhile)."""
+    leader, _broker = start(client)
+    register(leader, job("a"))
+    assert leader.local is not None
+    real_run = leader.local.run
+    failures: list[int] = []
+
+    def run_with_a_bug() -> int:
+        if not failures:
+            failures.append(1)
+            raise RuntimeError("a scheduling bug")
+        return real_run()
+
+    monkeypatch.setattr(leader.local, "run", run_with_a_bug)
+    stop = threading.Event()
+    loop = threading.Thread(target=leader.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not allocs_of(leader, "a") and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        stop.set()
+        loop.join(timeout=10)
+    assert leader.stats.loop_errors == 1
+    assert leader._rebuilds == 1
+    assert len(allocs_of(leader, "a")) == 1  # scheduled on the next turn
