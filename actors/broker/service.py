@@ -117,6 +117,13 @@ class BrokerService:
             self._held_writes: list[Evaluation] = []
             self._held_handed: list[EvalDelivery] = []
 
+    def abandon(self) -> None:
+        """The leader hosting this broker was deposed: empty it and drop the eval writes it
+        has not sent, so that it delivers and writes nothing a newer leader now decides."""
+        self.reset()
+        with self.lock:
+            self._writes = []
+
     def start(self) -> None:
         self.bus.ensure_group(self.names.acks, BROKER_GROUP)
         self.tracing.watch_backlog(

@@ -67,6 +67,7 @@ class CommitMethods:
     _rebuilds: int  # times the store was lost (and rebuilt, or to be)
     _store_lost: bool
     _deposed: bool
+    _abdicated: bool  # `_abdicate` ran: once deposed, the store is rebuilt once
     _now_ns: Callable[[], int]
 
     def _deliver(self) -> None:
@@ -259,13 +260,11 @@ class CommitMethods:
         """Rebuild the store from the log now if Redis answers, else before the next turn
         (the broker is emptied meanwhile: what it tracks may come from entries the log
         lacks, and nothing of it may go out before the rebuild restores it). A deposed leader
-        decides nothing more: its broker is emptied (it must not redeliver what a newer
-        leader owns) and its store is left as it is."""
+        abdicates instead."""
         self._store_lost = True
         self._rebuilds += 1
         if self._deposed:
-            if self.broker is not None:
-                self.broker.reset()
+            self._abdicate()
             return
         try:
             self._reload()
@@ -274,10 +273,26 @@ class CommitMethods:
             if self.broker is not None:
                 self.broker.reset()
 
-    def _reload(self) -> None:
+    def _abdicate(self) -> None:
+        """A newer leader took the term: this one decides nothing more. Its hosted broker is
+        emptied and its unsent eval writes dropped (it must not deliver or write what the
+        newer leader owns), and its store is rebuilt from the log without the broker (it
+        may hold staged entries that were never committed, and the actor still serves
+        reads from it until it is stopped)."""
+        if self._abdicated:
+            return
+        self._abdicated = True
+        if self.broker is not None:
+            self.broker.abandon()
+        try:
+            self._reload(restore_broker=False)
+        except redis.RedisError:
+            log.warning("a deposed leader could not rebuild its store from the log")
+
+    def _reload(self, restore_broker: bool = True) -> None:
         """A fresh store (and core over it) from the latest snapshot and the log after it,
         swapped in only once complete (the actor's reads take snapshots of `store` from
-        other threads)."""
+        other threads); the broker then tracks again what is pending or blocked in it."""
         store = StateStore()
         applied: OrderedDict[str, int] = OrderedDict()
         header = load_latest(self.snapshots, store, decode_entry)
@@ -294,7 +309,7 @@ class CommitMethods:
                 if len(applied) > APPLIED_REQUESTS_KEPT:
                     applied.popitem(last=False)
         broker = self.broker
-        if broker is not None:  # the evals still pending or blocked, as Nomad's restoreEvals
+        if broker is not None and restore_broker:  # what is pending or blocked (restoreEvals)
             broker.reset()
             broker.restore(store, capacity)
         self.store, self.applied = store, applied

@@ -111,12 +111,15 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         self._after_flush: list[Callable[[], object]] = []  # settlements awaiting the flush
         self._fed_through = 0  # staged entries the broker was fed before their flush
         self._rebuilds = 0
-        self._turn_rebuilds = 0  # `_rebuilds` when the current turn began
+        # The error a failed scheduling run already rebuilt the store for (the loop does not
+        # rebuild again for it: a second reset would resend what the first broker delivered).
+        self._rebuilt_for: BaseException | None = None
         self._now_ns = now_ns
         # A staged flush failed and the store could not be rebuilt yet: the loop rebuilds
         # it before deciding anything else. A lost term stops the loop.
         self._store_lost = False
         self._deposed = False
+        self._abdicated = False
         self.plan_hold = PlanHold()  # a failpoint for tests (plan_hold.py)
         # Small evals scheduled here, the workers taking the rest (local_scheduling.py).
         self.local: LocalScheduling | None = None
@@ -157,22 +160,24 @@ class LeaderService(CommitMethods, PlanHoldMethods):
                 reconnecting(self.poll_once)
             except NotLeaderError:
                 log.error("a newer leader took over; stopping")
+                self._abdicate()
                 return
             except UNREACHABLE:
                 return  # raised only once stop is set
-            except Exception:
+            except Exception as exc:
                 # A bug must not leave the cluster without a working leader (the actor would
                 # look alive): what it decided is dropped and the store rebuilt from the log.
                 log.exception("leader loop failed; rebuilding its store from the log")
                 self.stats.loop_errors += 1
-                if self._rebuilds == self._turn_rebuilds:  # not rebuilt where it failed
+                if exc is not self._rebuilt_for:  # not rebuilt where it failed
                     self._lose_store()
+                self._rebuilt_for = None
                 stop.wait(0.1)
 
     def poll_once(self) -> int:
         if self._deposed:
             raise NotLeaderError(f"term {self.stats.term} is no longer current")
-        self._turn_rebuilds = self._rebuilds
+        self._rebuilt_for = None
         if self._store_lost:
             self._reload()  # before anything is decided on it (raises while Redis is away)
         index = self.store.latest_index()
@@ -187,6 +192,8 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         handled += self._drain_inbox()
         while not self._calls.empty():
             self._calls.get_nowait()()
+        if self._deposed:  # found by a request of the inbox (its caller got the error)
+            raise NotLeaderError(f"term {self.stats.term} is no longer current")
         handled += self._schedule_locally()  # what the turn's other work made ready
         now = time.monotonic()
         expired = self.heartbeats.expired(now)
@@ -525,13 +532,14 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             finally:  # even if it raised: what was staged was decided and is applied
                 self._flush_staged()
                 durable = True
-        except BaseException:
+        except BaseException as exc:
             # Whatever failed, the store and the broker are rebuilt from the log (unless
             # the failed flush did it): the broker was fed entries the log may lack, or
             # an entry fed twice, and what it would send from them is dropped.
             durable = False
             if self._rebuilds == rebuilds:
                 self._lose_store()
+            self._rebuilt_for = exc
             raise
         finally:
             self._staged = None

@@ -36,6 +36,8 @@ class CommitFeed(Protocol):
 
     def reset(self) -> None: ...
 
+    def abandon(self) -> None: ...
+
     def restore(self, state: StateReader, tail: Sequence[LogEntry] = ()) -> None:
         """Track the evals pending or blocked in a store the leader rebuilt (`tail`: the
         entries replayed after its snapshot that made capacity)."""

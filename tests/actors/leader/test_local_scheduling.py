@@ -45,7 +45,8 @@ def job(job_id: str, count: int = 1) -> Job:
 def start(client: redis.Redis, **options: Any) -> tuple[LeaderService, BrokerService]:
     broker = BrokerService(client, NAMES, capacity=2)
     broker.start()
-    leader = LeaderService(client, NAMES, broker=broker, local_scheduling=True, **options)
+    options.setdefault("local_scheduling", True)
+    leader = LeaderService(client, NAMES, broker=broker, **options)
     leader.start()
     nodes = tuple(
         Node(
@@ -499,7 +500,8 @@ def test_a_leader_deposed_at_its_turns_commit_empties_its_broker_and_decides_not
 ) -> None:
     """A newer leader took the term while this one scheduled its ready evals: the commit is
     refused, and this leader's broker is emptied (it must not deliver evals the newer leader
-    now owns) rather than rebuilt from the log; its store is left as it was."""
+    now owns) rather than restored from the log; its store is rebuilt from the log without
+    the staged plans that were never committed (the actor serves reads from it)."""
     leader, broker = start(client)
     register(leader, job("a"))
     register(leader, job("b"))
@@ -509,7 +511,9 @@ def test_a_leader_deposed_at_its_turns_commit_empties_its_broker_and_decides_not
     with pytest.raises(NotLeaderError):
         leader.poll_once()
 
-    assert leader.store is store_before  # not rebuilt
+    assert leader.store is not store_before
+    assert leader.store.latest_index() == int(client.xlen(NAMES.log))
+    assert not allocs_of(leader, "a") and not allocs_of(leader, "b")  # never committed
     with broker.lock:
         stats = broker.broker.stats()
     assert stats.total_ready == 0 and stats.total_unacked == 0
@@ -547,6 +551,35 @@ def test_a_run_that_fails_under_the_hold_rebuilds_the_store_once(
     finally:
         stop.set()
         loop.join(timeout=10)
+    assert not loop.is_alive()
     assert leader.stats.loop_errors == 1
     assert leader._rebuilds == 1
     assert len(allocs_of(leader, "a")) == 1  # scheduled on the next turn
+
+
+def test_a_leader_that_learns_it_was_deposed_from_a_request_stops_and_empties_its_broker(
+    client: redis.Redis,
+) -> None:
+    """Deposed, found by a request's commit rather than the turn's own: the caller gets the
+    error, the loop stops, and the broker it hosts delivers and writes nothing more."""
+    leader, broker = start(client, local_scheduling=False)
+    register(leader, job("a"))  # ready: delivered to the workers, in flight
+    with broker.lock:
+        assert broker.broker.stats().total_unacked + broker.broker.stats().total_ready == 1
+    DurableLog(client, NAMES).acquire_term()
+    stop = threading.Event()
+    loop = threading.Thread(target=leader.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        with pytest.raises(NotLeaderError):
+            leader.submit(LeaderRequest(RequestKind.REGISTER_JOB, request_id="b", job=job("b")))
+        loop.join(timeout=10)
+        assert not loop.is_alive()  # the loop stopped by itself
+    finally:
+        stop.set()
+        loop.join(timeout=10)
+    with broker.lock:
+        stats = broker.broker.stats()
+        assert broker._writes == []
+    assert stats.total_ready == 0 and stats.total_unacked == 0
+    assert broker.deliver() == 0
