@@ -71,6 +71,7 @@ class BrokerService:
         self._limits = (nack_timeout_s, delivery_limit)
         self.lock = threading.RLock()  # the leader's thread (feed) and the loop share the cores
         self._held = False  # entries fed are staged, not yet durable (`hold`)
+        self._abandoned = False  # the hosting leader was deposed (`abandon`): send nothing
         self.reset()
         self._writes: list[Evaluation] = []
         # Evals the leader acked on its thread (complete) whose tokens the loop deletes.
@@ -118,11 +119,15 @@ class BrokerService:
             self._held_handed: list[EvalDelivery] = []
 
     def abandon(self) -> None:
-        """The leader hosting this broker was deposed: empty it and drop the eval writes it
-        has not sent, so that it delivers and writes nothing a newer leader now decides."""
+        """The leader hosting this broker was deposed: empty it, drop the eval writes and
+        token deletions it has not sent, and stop its loop, so that it delivers, writes and
+        acks nothing a newer leader now decides (its acks stream is read under the same
+        group and consumer name). What a turn already sent before this returns is sent."""
         self.reset()
         with self.lock:
-            self._writes = []
+            self._abandoned = True
+            self._writes, self._completed = [], []
+        self.reads.wake()  # out of its blocking read of acks
 
     def start(self) -> None:
         self.bus.ensure_group(self.names.acks, BROKER_GROUP)
@@ -137,7 +142,7 @@ class BrokerService:
 
     def run(self, stop: threading.Event) -> None:
         reconnecting = Reconnecting(stop, "broker")
-        while not stop.is_set():
+        while not stop.is_set() and not self._abandoned:
             try:
                 if not reconnecting(self.poll_once):
                     when_idle()
@@ -147,12 +152,16 @@ class BrokerService:
     def poll_once(self) -> bool:
         """One turn: acks read, queues ticked, deliveries and writes sent. False if there
         was nothing to do."""
+        if self._abandoned:
+            return False
         self.reads.arm()
         try:
             acked = self._acks.poll_once(wait=not self._work_waiting())
         finally:
             self.reads.disarm()
         with self.lock:
+            if self._abandoned:
+                return False
             self.broker.tick()
             # While held, what the broker decides may rest on entries not yet durable (an ack
             # promoting a held job's eval, which cancels older ones): it waits for release.
@@ -345,6 +354,8 @@ class BrokerService:
         return out
 
     def _publish(self, deliveries: Sequence[EvalDelivery]) -> None:
+        if self._abandoned:
+            return
         pipe = self.client.pipeline(transaction=True)
         pipe.hset(
             self.names.tokens_key,

@@ -16,6 +16,7 @@ the fenced durable log (commit.lua) and only then is applied to the store.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 import uuid
 from collections import OrderedDict
@@ -67,7 +68,8 @@ class CommitMethods:
     _rebuilds: int  # times the store was lost (and rebuilt, or to be)
     _store_lost: bool
     _deposed: bool
-    _abdicated: bool  # `_abdicate` ran: once deposed, the store is rebuilt once
+    _abdicated: bool  # `_abdicate` rebuilt the store: once deposed, it is rebuilt once
+    _rebuilt_for: BaseException | None  # the error the last rebuild answered
     _now_ns: Callable[[], int]
 
     def _deliver(self) -> None:
@@ -263,6 +265,9 @@ class CommitMethods:
         abdicates instead."""
         self._store_lost = True
         self._rebuilds += 1
+        # The error being handled, if any, is the one this rebuild answers: the loop does
+        # not rebuild again for it (a second reset would resend what the first delivered).
+        self._rebuilt_for = sys.exception()
         if self._deposed:
             self._abdicate()
             return
@@ -279,15 +284,16 @@ class CommitMethods:
         newer leader owns), and its store is rebuilt from the log without the broker (it
         may hold staged entries that were never committed, and the actor still serves
         reads from it until it is stopped)."""
-        if self._abdicated:
-            return
-        self._abdicated = True
         if self.broker is not None:
             self.broker.abandon()
+        if self._abdicated:
+            return
         try:
             self._reload(restore_broker=False)
-        except redis.RedisError:
-            log.warning("a deposed leader could not rebuild its store from the log")
+        except Exception:  # Redis away, or the newer leader trimmed the log meanwhile
+            log.warning("a deposed leader could not rebuild its store from the log", exc_info=True)
+            return
+        self._abdicated = True
 
     def _reload(self, restore_broker: bool = True) -> None:
         """A fresh store (and core over it) from the latest snapshot and the log after it,

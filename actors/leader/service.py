@@ -111,9 +111,7 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         self._after_flush: list[Callable[[], object]] = []  # settlements awaiting the flush
         self._fed_through = 0  # staged entries the broker was fed before their flush
         self._rebuilds = 0
-        # The error a failed scheduling run already rebuilt the store for (the loop does not
-        # rebuild again for it: a second reset would resend what the first broker delivered).
-        self._rebuilt_for: BaseException | None = None
+        self._rebuilt_for: BaseException | None = None  # commits.py `_lose_store`
         self._now_ns = now_ns
         # A staged flush failed and the store could not be rebuilt yet: the loop rebuilds
         # it before deciding anything else. A lost term stops the loop.
@@ -160,6 +158,7 @@ class LeaderService(CommitMethods, PlanHoldMethods):
                 reconnecting(self.poll_once)
             except NotLeaderError:
                 log.error("a newer leader took over; stopping")
+                self._rebuilt_for = None
                 self._abdicate()
                 return
             except UNREACHABLE:
@@ -169,7 +168,8 @@ class LeaderService(CommitMethods, PlanHoldMethods):
                 # look alive): what it decided is dropped and the store rebuilt from the log.
                 log.exception("leader loop failed; rebuilding its store from the log")
                 self.stats.loop_errors += 1
-                if exc is not self._rebuilt_for:  # not rebuilt where it failed
+                # Not rebuilt where it failed (StagedCommitLost: always rebuilt before).
+                if exc is not self._rebuilt_for and not isinstance(exc, StagedCommitLost):
                     self._lose_store()
                 self._rebuilt_for = None
                 stop.wait(0.1)
@@ -539,7 +539,7 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             durable = False
             if self._rebuilds == rebuilds:
                 self._lose_store()
-            self._rebuilt_for = exc
+            self._rebuilt_for = exc  # the error that leaves here, whichever rebuilt
             raise
         finally:
             self._staged = None

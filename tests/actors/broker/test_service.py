@@ -340,3 +340,36 @@ def test_a_delivery_handed_on_under_hold_is_sent_on_release_or_dropped_with_the_
     broker.hand_to_workers(lost[0])
     broker.release(durable=False)  # the leader rebuilds the broker from the log
     assert [d.eval.id for d in delivered(client)] == [kept[0].eval.id]
+
+
+def test_an_abandoned_broker_stops_and_sends_nothing_a_newer_leader_decides(
+    client: redis.Redis,
+) -> None:
+    """Its leader was deposed: the broker is emptied, its loop stops (woken out of its read of
+    acks), and nothing it still holds goes out: no delivery, no token, no ack read away
+    from the newer leader's broker."""
+    leader, broker = new_leader(client, capacity=1)
+    register(leader, "a")
+    register(leader, "b")  # ready, waiting for room
+    stop = threading.Event()
+    loop = threading.Thread(target=broker.run, args=(stop,), daemon=True)
+    loop.start()
+    try:
+        wait_for(lambda: len(delivered(client)) == 1)
+        (first,) = delivered(client)
+        broker.abandon()
+        loop.join(timeout=10)
+        assert not loop.is_alive()  # stopped by itself, stop never set
+    finally:
+        stop.set()
+        loop.join(timeout=10)
+
+    with broker.lock:
+        stats = broker.broker.stats()
+    assert stats.total_ready == 0 and stats.total_unacked == 0
+    settle(client, first, AckOutcome.ACK)  # an ack for the newer leader's broker to read
+    assert broker.poll_once() is False
+    broker._publish([first])  # a delivery it had taken before: not sent
+    assert len(delivered(client)) == 1 and tokens(client) == {first.eval.id: first.token}
+    assert client.xpending(NAMES.acks, "broker")["pending"] == 0  # left unread
+    assert client.xlen(NAMES.acks) == 1
