@@ -123,9 +123,9 @@ class BrokerService:
         token deletions it has not sent, and stop its loop, so that it delivers, writes and
         acks nothing a newer leader now decides (its acks stream is read under the same
         group and consumer name). What a turn already sent before this returns is sent."""
-        self.reset()
-        with self.lock:
+        with self.lock:  # one step: the loop sees the old broker or none at all
             self._abandoned = True
+            self.reset()
             self._writes, self._completed = [], []
         self.reads.wake()  # out of its blocking read of acks
 
@@ -156,6 +156,8 @@ class BrokerService:
             return False
         self.reads.arm()
         try:
+            if self._abandoned:  # abandoned before it armed: its wake found nothing to wake
+                return False
             acked = self._acks.poll_once(wait=not self._work_waiting())
         finally:
             self.reads.disarm()
@@ -173,6 +175,8 @@ class BrokerService:
         # last token must go too, or the worker still holding it could commit over FAILED.
         failed = [e.id for e in writes if e.status is EvalStatus.FAILED]
         with self.lock:
+            if self._abandoned:  # while this turn ran: what it took goes nowhere
+                return False
             done, self._completed = self._completed, []
         if failed or done:
             self._forget_tokens(failed + done)

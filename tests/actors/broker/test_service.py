@@ -348,7 +348,7 @@ def test_an_abandoned_broker_stops_and_sends_nothing_a_newer_leader_decides(
     """Its leader was deposed: the broker is emptied, its loop stops (woken out of its read of
     acks), and nothing it still holds goes out: no delivery, no token, no ack read away
     from the newer leader's broker."""
-    leader, broker = new_leader(client, capacity=1)
+    leader, broker = new_leader(client, capacity=1, ack_block_ms=60_000)
     register(leader, "a")
     register(leader, "b")  # ready, waiting for room
     stop = threading.Event()
@@ -357,9 +357,11 @@ def test_an_abandoned_broker_stops_and_sends_nothing_a_newer_leader_decides(
     try:
         wait_for(lambda: len(delivered(client)) == 1)
         (first,) = delivered(client)
+        # Blocked reading acks, for up to a minute: only the wake ends it in time.
+        wait_for(lambda: blocked_read(client, broker.reads.connection_id))
         broker.abandon()
-        loop.join(timeout=10)
-        assert not loop.is_alive()  # stopped by itself, stop never set
+        loop.join(timeout=5)
+        assert not loop.is_alive()  # woken and stopped by itself, stop never set
     finally:
         stop.set()
         loop.join(timeout=10)
