@@ -152,18 +152,14 @@ class BrokerService:
     def poll_once(self) -> bool:
         """One turn: acks read, queues ticked, deliveries and writes sent. False if there
         was nothing to do."""
-        if self._abandoned:
-            return False
         self.reads.arm()
         try:
-            if self._abandoned:  # abandoned before it armed: its wake found nothing to wake
+            if self._abandoned:  # checked once armed: an abandon before found nothing to wake
                 return False
             acked = self._acks.poll_once(wait=not self._work_waiting())
         finally:
             self.reads.disarm()
         with self.lock:
-            if self._abandoned:
-                return False
             self.broker.tick()
             # While held, what the broker decides may rest on entries not yet durable (an ack
             # promoting a held job's eval, which cancels older ones): it waits for release.

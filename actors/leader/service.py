@@ -175,8 +175,7 @@ class LeaderService(CommitMethods, PlanHoldMethods):
                 stop.wait(0.1)
 
     def poll_once(self) -> int:
-        if self._deposed:
-            raise NotLeaderError(f"term {self.stats.term} is no longer current")
+        self._check_term()
         self._rebuilt_for = None
         if self._store_lost:
             self._reload()  # before anything is decided on it (raises while Redis is away)
@@ -186,14 +185,12 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             handled = self._consumer.poll_once(wait=self._inbox.empty() and self._calls.empty())
         finally:
             self.reads.disarm()
-        if self._deposed:  # found while handling (the consumer swallows handler errors)
-            raise NotLeaderError(f"term {self.stats.term} is no longer current")
+        self._check_term()  # found while handling (the consumer swallows handler errors)
         handled += self._apply_held_if_due()  # released, or its deadline passed
         handled += self._drain_inbox()
         while not self._calls.empty():
             self._calls.get_nowait()()
-        if self._deposed:  # found by a request of the inbox (its caller got the error)
-            raise NotLeaderError(f"term {self.stats.term} is no longer current")
+        self._check_term()  # found by a request of the inbox (its caller got the error)
         handled += self._schedule_locally()  # what the turn's other work made ready
         now = time.monotonic()
         expired = self.heartbeats.expired(now)
@@ -215,6 +212,11 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         else:
             when_idle()
         return handled
+
+    def _check_term(self) -> None:
+        """Raise NotLeaderError once a commit found this leader's term taken."""
+        if self._deposed:
+            raise NotLeaderError(f"term {self.stats.term} is no longer current")
 
     def _commit_due(self) -> int | None:
         """Drain what is due (deadlines, runs' wait limits) and commit it."""
@@ -275,8 +277,7 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         fire-and-forget ones (client reports, heartbeats, the broker's writes), in the order
         they came. Messages of one batch are concurrent, so any order is valid, and a
         producer that waits for its answer has no other request outstanding."""
-        if self._deposed:  # the consumer retries a failed batch one by one: decide nothing
-            raise NotLeaderError(f"term {self.stats.term} is no longer current")
+        self._check_term()  # the consumer retries a failed batch one by one: decide nothing
         if self._store_lost:  # a retry right after a lost commit: rebuild first (or raise)
             self._reload()
         plans: PlanQueue[PlanSubmission] = PlanQueue()
