@@ -112,7 +112,8 @@ def scan_entry(raw: bytes) -> tuple[int, list[tuple[str, str, str]]]:
     elif kind == "UpsertAllocs":
         for group in change["AllocGroups"]:
             shared = group["Shared"]
-            if shared["DesiredStatus"] == "run":
+            # Fields holding their default are left out of the log (to_lean_wire).
+            if shared.get("DesiredStatus", "run") == "run":
                 events += [("alloc", shared["JobID"], row[ROW_ID]) for row in group["Rows"]]
     elif kind == "UpdateAllocsClientStatus":
         for group in change["UpdateGroups"]:

@@ -18,7 +18,7 @@ from operator import attrgetter
 from typing import Any
 
 from contracts.allocation import Allocation
-from contracts.codec import CodecError, describe, from_wire, json_name, to_wire
+from contracts.codec import CodecError, describe, from_wire, json_name, to_lean_wire
 from contracts.copying import replacer
 
 ROW_FIELDS = (
@@ -37,6 +37,7 @@ ROW_FIELDS = (
 _ROW_TYPES = (str, str, str, str, str, str, int, int, int, int, int)
 _SHARED_FIELDS = tuple(f.name for f in dataclasses.fields(Allocation) if f.name not in ROW_FIELDS)
 _SHARED_KEYS = frozenset(json_name(name) for name in _SHARED_FIELDS)
+_GROUP_KEYS = frozenset({"Shared", "Rows"})
 _from_row = replacer(Allocation, *ROW_FIELDS)
 _shared_of = attrgetter(*_SHARED_FIELDS)
 _row_of = attrgetter(*ROW_FIELDS)
@@ -56,10 +57,12 @@ def compact_allocs(allocs: Iterable[Allocation]) -> list[dict[str, Any]]:
                 group = groups[key] = (alloc, [])
             last_key, rows = key, group[1]
         rows.append(list(_row_of(alloc)))
-    return [
-        {"Shared": {k: v for k, v in to_wire(first).items() if k in _SHARED_KEYS}, "Rows": rows}
-        for first, rows in groups.values()
-    ]
+    # Shared fields holding their default are left out: the decoder fills them in.
+    return [{"Shared": _shared_wire(first), "Rows": rows} for first, rows in groups.values()]
+
+
+def _shared_wire(alloc: Allocation) -> dict[str, Any]:
+    return {k: v for k, v in to_lean_wire(alloc).items() if k in _SHARED_KEYS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +97,7 @@ def decode_alloc_groups(groups: Any, path: str) -> tuple[AllocRows, ...]:
     decoded: list[AllocRows] = []
     for g, group in enumerate(groups):
         where = f"{path}[{g}]"
-        if not isinstance(group, dict) or set(group) != {"Shared", "Rows"}:
+        if type(group) is not dict or group.keys() != _GROUP_KEYS:
             raise CodecError(where, "expected an object with Shared and Rows")
         proto = from_wire(Allocation, {**group["Shared"], "ID": ""}, f"{where}.Shared")
         rows = group["Rows"]

