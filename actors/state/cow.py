@@ -123,7 +123,7 @@ class FrozenMap(ShardedView[K, V]):
 class CowMap(ShardedView[K, V]):
     """A mutable sharded map whose snapshots are O(shards) and isolated from later writes."""
 
-    __slots__ = ("_gen", "_gens")
+    __slots__ = ("_frozen", "_gen", "_gens")
 
     _shards: list[dict[K, V]]
 
@@ -138,8 +138,11 @@ class CowMap(ShardedView[K, V]):
         self._mask = shards - 1
         self._len = 0
         self._hash = single_shard if shards == 1 else hash_fn
+        # The last snapshot, while nothing has been written since: handed out again.
+        self._frozen: FrozenMap[K, V] | None = None
 
     def _writable_at(self, i: int) -> dict[K, V]:
+        self._frozen = None
         if self._gens[i] != self._gen:
             self._shards[i] = self._shards[i].copy()
             self._gens[i] = self._gen
@@ -159,6 +162,7 @@ class CowMap(ShardedView[K, V]):
         return self._shards[slot].get(key)
 
     def set_at(self, slot: int, key: K, value: V) -> None:
+        self._frozen = None
         shard = self._shards[slot] if self._gens[slot] == self._gen else self._writable_at(slot)
         if key not in shard:
             self._len += 1
@@ -173,8 +177,13 @@ class CowMap(ShardedView[K, V]):
         return self._writable_at(i).pop(key)
 
     def snapshot(self) -> FrozenMap[K, V]:
-        self._gen += 1
-        return FrozenMap(tuple(self._shards), self._len, self._hash)
+        """O(shards), or O(1) when nothing was written since the last one (a store snapshot
+        per evaluation takes one of each of its tables, most of them unchanged)."""
+        frozen = self._frozen
+        if frozen is None:
+            self._gen += 1
+            frozen = self._frozen = FrozenMap(tuple(self._shards), self._len, self._hash)
+        return frozen
 
 
 class MultiView(Generic[K, M]):

@@ -258,3 +258,40 @@ def test_add_many_writes_a_key_once_and_keeps_snapshots_isolated() -> None:
     after = m.snapshot()
     m.add_many("n2", ["z"])
     assert list(after.get("n2")) == ["x", "y"]
+
+
+def test_a_snapshot_with_nothing_written_since_is_handed_out_again() -> None:
+    m: CowMap[str, int] = CowMap(shards=4)
+    m.set("a", 1)
+    first = m.snapshot()
+    assert m.snapshot() is first  # nothing written: the same view, no new generation
+    m.set("b", 2)
+    second = m.snapshot()
+    assert second is not first and dict(second.items()) == {"a": 1, "b": 2}
+    assert dict(first.items()) == {"a": 1}
+    m.pop("a")
+    third = m.snapshot()
+    assert third is not second and dict(third.items()) == {"b": 2}
+    assert m.pop("missing") is None and m.snapshot() is third  # a no-op pop writes nothing
+    m.set("c", 3)  # a write to a shard already copied since the last snapshot
+    assert dict(third.items()) == {"b": 2} and dict(m.snapshot().items()) == {"b": 2, "c": 3}
+
+
+def test_a_handed_out_again_multimap_snapshot_never_sees_later_writes() -> None:
+    mm: CowMultiMap[str, str] = CowMultiMap(shards=2)
+    mm.add("k", "a")
+    mm.add("k", "b")  # created since the last snapshot: changed in place
+    first = mm.snapshot()
+    assert mm.snapshot().to_dict() == first.to_dict() == {"k": ["a", "b"]}
+    for write in (
+        lambda: mm.add("k", "c"),
+        lambda: mm.add("k", "d"),  # in place now, on the copy the first add made
+        lambda: mm.add_many("k", ["e"]),
+        lambda: mm.discard("k", "a"),
+    ):
+        before = mm.snapshot()
+        frozen = before.to_dict()
+        write()
+        assert before.to_dict() == frozen
+    assert first.to_dict() == {"k": ["a", "b"]}
+    assert mm.snapshot().to_dict() == {"k": ["b", "c", "d", "e"]}
