@@ -54,6 +54,12 @@ def str_hash(key: object) -> int:
     return zlib.crc32(key.encode())  # type: ignore[attr-defined]
 
 
+def job_key_hash(key: object) -> int:
+    """stable_hash for maps keyed by (namespace, job id): the id alone picks the shard (no
+    join, no type dispatch; a follower hashes a couple of dozen job keys per evaluation)."""
+    return zlib.crc32(key[1].encode())  # type: ignore[index]
+
+
 class ShardedView(Generic[K, V]):
     """Read operations shared by the live map and its snapshots."""
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from actors.state.cow import CowMap, CowMultiMap, str_hash
+from actors.state.cow import CowMap, CowMultiMap, job_key_hash, str_hash
 from actors.state.deployments import keep_deployment
 from actors.state.holds import HoldTable
 from actors.state.job_status import JobActivity, compute_job_status
@@ -105,8 +105,8 @@ class StateStore(TableReader):
         self._shape = (shards, alloc_shards, node_shards)
         self._latest = 0
         self._table_index = {}
-        self._jobs = CowMap(shards)
-        self._versions = CowMap(shards)
+        self._jobs = CowMap(shards, job_key_hash)
+        self._versions = CowMap(shards, job_key_hash)
         # Node-keyed tables hold thousands of keys, not millions: one shard, copied whole
         # (tens of microseconds) on the first write after a snapshot, makes every read a
         # plain dict lookup on the scheduler's and applier's hottest paths.
@@ -117,13 +117,13 @@ class StateStore(TableReader):
         self._evals = CowMap(shards, hash)
         self._usage_table = UsageTable(node_shards)
         self._usage = self._usage_table.table
-        self._scaling = CowMap(shards)
-        self._allocs_by_job = CowMultiMap(shards)
+        self._scaling = CowMap(shards, job_key_hash)
+        self._allocs_by_job = CowMultiMap(shards, job_key_hash)
         self._allocs_by_node = CowMultiMap(shards, hash)
-        self._evals_by_job = CowMultiMap(shards)
+        self._evals_by_job = CowMultiMap(shards, job_key_hash)
         self._hold_table = HoldTable(node_shards)
         self._holds = self._hold_table.table
-        self._deployments = CowMap(shards)  # a job's deployments, oldest first
+        self._deployments = CowMap(shards, job_key_hash)  # a job's deployments, oldest first
         self._deployment_jobs = CowMap(shards)  # deployment id -> its job
         self._scheduler_config = CowMap(1)  # one record, under CONFIG_KEY
         # Writer-only bookkeeping (never read through a snapshot).

@@ -295,3 +295,14 @@ def test_a_handed_out_again_multimap_snapshot_never_sees_later_writes() -> None:
         assert before.to_dict() == frozen
     assert first.to_dict() == {"k": ["a", "b"]}
     assert mm.snapshot().to_dict() == {"k": ["b", "c", "d", "e"]}
+
+
+def test_job_keys_hash_by_their_id_the_same_in_every_process() -> None:
+    from actors.state.cow import job_key_hash
+
+    assert job_key_hash(("default", "web")) == zlib.crc32(b"web")
+    assert job_key_hash(("other", "web")) == job_key_hash(("default", "web"))  # same shard
+    m: CowMap[tuple[str, str], int] = CowMap(shards=8, hash_fn=job_key_hash)
+    m.set(("default", "web"), 1)
+    m.set(("other", "web"), 2)  # one shard, two keys: both kept
+    assert m.get(("default", "web")) == 1 and m.get(("other", "web")) == 2
