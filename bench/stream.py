@@ -23,8 +23,9 @@ the window; for the burst, from its start to its last commit. `backlog_start`/`_
 whose registration was in the log and their allocation not (evaluations queued or in
 flight) as the window starts/ends. A phase then drains (all its jobs running) for at most
 `--drain` s (`drained`); what is left shows in the next `backlog_start`. `cpu_pct`: each
-process's CPU over the phase (window and drain) in percent of one core; `system`: the
-actors' counters over the phase.
+process's CPU over the phase (window and drain) in percent of one core; `cpu_ms_per_eval`:
+the same CPU in milliseconds per evaluation scheduled, per process and in all (`drover`: all
+but the load process); `system`: the actors' counters over the phase.
 """
 
 from __future__ import annotations
@@ -438,6 +439,17 @@ def _cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _cpu_per_eval(cpu_s: dict[str, float], evals: int) -> dict[str, float] | None:
+    """CPU milliseconds per evaluation scheduled in the phase, per process and for drover's
+    own (every process but the load's): the cost of an evaluation, steadier than a rate on a
+    noisy machine. Includes what the phase spends idle (heartbeats, ticks)."""
+    if evals <= 0:
+        return None
+    per_eval = {role: round(1000 * spent / evals, 3) for role, spent in cpu_s.items()}
+    drover = sum(spent for role, spent in cpu_s.items() if role != "load")
+    return per_eval | {"drover": round(1000 * drover / evals, 3)}
+
+
 def _process_ids(system: DroverSystem, load_pid: int) -> dict[str, list[int]]:
     def pids(*actors: Any) -> list[int]:
         return list(ray.get([a.__ray_call__.remote(lambda _self: os.getpid()) for a in actors]))
@@ -565,20 +577,18 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 ours.send(command)
                 figures = _reply(ours, load)
                 wall = time.monotonic() - phase_started
-                cpu = {
-                    role: round(100 * (sum(map(_cpu_s, ids)) - cpu_before[role]) / wall, 1)
-                    for role, ids in pids.items()
+                cpu_s = {
+                    role: sum(map(_cpu_s, ids)) - cpu_before[role] for role, ids in pids.items()
                 }
+                cpu = {role: round(100 * spent / wall, 1) for role, spent in cpu_s.items()}
                 counters = {k: v - counters_before[k] for k, v in _counters(system).items()}
-                commands = _per_eval(
-                    _redis_commands(system),
-                    commands_before,
-                    counters["worker_evals"] + counters["leader_evals"],
-                )
+                evals = counters["worker_evals"] + counters["leader_evals"]
+                commands = _per_eval(_redis_commands(system), commands_before, evals)
                 yield (
                     common
                     | figures
                     | {"phase_s": round(wall, 1), "cpu_pct": cpu, "system": counters}
+                    | {"cpu_ms_per_eval": _cpu_per_eval(cpu_s, evals)}
                     | {"redis_calls_per_eval": commands}
                 )
             ours.send(None)

@@ -211,6 +211,11 @@ def test_a_tiny_run_prints_every_figure_and_every_job_commits() -> None:
             "autoscaler",
             "redis",
         }
+        per_eval = line["cpu_ms_per_eval"]
+        assert set(per_eval) == set(line["cpu_pct"]) | {"drover"}
+        assert per_eval["leader"] > 0 and per_eval["api"] > 0
+        spent = sum(v for k, v in per_eval.items() if k not in ("load", "drover"))
+        assert abs(per_eval["drover"] - spent) <= 0.01 * len(per_eval)  # rounded terms
         # Every evaluation costs at least its delivery (XADD) and the leader's commit (EVALSHA).
         calls = line["redis_calls_per_eval"]
         assert calls["xadd"] >= 1 and calls["evalsha"] >= 1
@@ -232,3 +237,9 @@ def test_a_tiny_run_prints_every_figure_and_every_job_commits() -> None:
         line["system"]["worker_evals"] + line["system"]["leader_evals"] for line in lines
     )
     assert scheduled >= total
+
+
+def test_cpu_per_eval_is_each_process_and_drovers_own_total() -> None:
+    per_eval = stream._cpu_per_eval({"api": 1.0, "leader": 2.0, "load": 0.5}, 1000)
+    assert per_eval == {"api": 1.0, "leader": 2.0, "load": 0.5, "drover": 3.0}
+    assert stream._cpu_per_eval({"api": 1.0}, 0) is None  # nothing scheduled: no figure
