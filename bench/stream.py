@@ -60,7 +60,7 @@ from actors.agent.core import FleetSpec
 from actors.api.core.shapes import job_to_nomad
 from actors.streams.client import connect
 from actors.streams.names import StreamNames
-from contracts import Job, Resources, Task, TaskGroup
+from contracts import DesiredStatus, Job, Resources, Task, TaskGroup
 from contracts.alloc_batch import ROW_ID
 from launch.system import DroverSystem, SystemConfig
 
@@ -68,6 +68,7 @@ NODE_CPU_MHZ, NODE_MEMORY_MB = 4000, 16384
 JOB_CPU_MHZ, JOB_MEMORY_MB = 10, 16
 REQUEST_TIMEOUT_S = 120.0
 IDLE_WAIT_S = 10.0  # per idle job: registered -> running
+_RUN = DesiredStatus.RUN.value
 _CONTENT_LENGTH = re.compile(rb"\r\ncontent-length:\s*(\d+)\r\n")
 
 _TASK = Task("srv", "mock", {"run_for": "1h"}, resources=Resources(JOB_CPU_MHZ, JOB_MEMORY_MB))
@@ -114,7 +115,7 @@ def scan_entry(raw: bytes) -> tuple[int, list[tuple[str, str, str]]]:
         for group in change["AllocGroups"]:
             shared = group["Shared"]
             # Fields holding their default are left out of the log (to_lean_wire).
-            if shared.get("DesiredStatus", "run") == "run":
+            if shared.get("DesiredStatus", _RUN) == _RUN:
                 events += [("alloc", shared["JobID"], row[ROW_ID]) for row in group["Rows"]]
     elif kind == "UpdateAllocsClientStatus":
         for group in change["UpdateGroups"]:

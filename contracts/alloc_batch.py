@@ -57,7 +57,8 @@ def compact_allocs(allocs: Iterable[Allocation]) -> list[dict[str, Any]]:
                 group = groups[key] = (alloc, [])
             last_key, rows = key, group[1]
         rows.append(list(_row_of(alloc)))
-    # Shared fields holding their default are left out: the decoder fills them in.
+    # Shared fields holding their default are left out, whichever encoder asked (plans and
+    # log entries are read only by decode_alloc_groups, which fills them in).
     return [{"Shared": _shared_wire(first), "Rows": rows} for first, rows in groups.values()]
 
 
