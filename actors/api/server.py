@@ -326,14 +326,15 @@ class ApiHttpServer:
                 await asyncio.wait_for(writer.drain(), self.idle_timeout_s)
         except TimeoutError:
             pass  # the client does not read what it asked for: let it go
-        except asyncio.CancelledError:
+        finally:
             if self._stopping.is_set() and not ended and not writer.is_closing():
                 # The server stops: the stream ends as a finished response, as a Go handler
                 # returning on shutdown ends Nomad's, so the client reads an end, not a
-                # connection cut mid-chunk ("Response ended prematurely").
+                # connection cut mid-chunk ("Response ended prematurely"). Here, not only
+                # on CancelledError: Python 3.11's wait_for swallows a cancel that lands as
+                # the drain it waits on completes, and the loop then ends as `gone` (also
+                # cancelled by the stop) is done.
                 writer.write(b"0\r\n\r\n")
-            raise
-        finally:
             gone.cancel()
             body.close()
 
