@@ -164,13 +164,11 @@ def generic_encoder(cls: type, lean: bool = False) -> Encoder:
                 optional.append(
                     f"    x = o.{f.name}\n    if not ({is_default}): d[{key!r}] = {value}\n"
                 )
-        source = (
-            "def encode(o):\n    d = {" + ", ".join(items) + "}\n" + "".join(optional)
-            if optional
-            else "def encode(o):\n    return {" + ", ".join(items) + "}\n"
-        )
+        literal = "{" + ", ".join(items) + "}"
         if optional:
-            source += "    return d\n"
+            source = f"def encode(o):\n    d = {literal}\n{''.join(optional)}    return d\n"
+        else:
+            source = f"def encode(o):\n    return {literal}\n"
         exec(source, env)
         encoder = cache[cls] = env["encode"]
     return encoder

@@ -140,11 +140,16 @@ def _update_to_wire(update: AllocClientUpdate) -> list[Any]:
     ]
 
 
+def _client_status(raw: Any) -> ClientStatus | None:
+    """The status a wire value names, or None (the validating decoder then says why)."""
+    return _STATUS_BY_VALUE.get(raw) if type(raw) is str else None
+
+
 def _update_from_wire(data: Any, path: str) -> AllocClientUpdate:
     if type(data) is list:
         if len(data) == 5:
             alloc_id, status, description, modify_time, node_id = data
-            client_status = _STATUS_BY_VALUE.get(status) if type(status) is str else None
+            client_status = _client_status(status)
             if (
                 client_status is not None
                 and type(alloc_id) is str
@@ -388,7 +393,7 @@ def _expand_updates(
                 where, f"expected an object with {', '.join(sorted(_UPDATE_GROUP_KEYS))}"
             )
         raw_status = group["ClientStatus"]
-        status = _STATUS_BY_VALUE.get(raw_status) if type(raw_status) is str else None
+        status = _client_status(raw_status)
         if terminal_only and status is not None and status not in CLIENT_TERMINAL:
             continue
         description, modify_time = group["ClientDescription"], group["ModifyTime"]
