@@ -60,37 +60,53 @@ def parse_job_data(data: Any, problems: Problems) -> dict[str, Any] | None:
 
 
 def walk(data: Any, obj: Obj, where: JsonWhere, problems: Problems) -> dict[str, Any] | None:
+    """`data` read as `obj`. A registration walks every field of a job (the API's hottest
+    parse): well-typed scalars are taken as they are, and a field's JSON path is made only
+    for the values that need more than that (nested objects, conversions, problems)."""
     if not isinstance(data, dict):
         problems.errors.append(bad_value(where, "an object", data))
         return None
     out: dict[str, Any] = {}
     given: set[str] = set()
+    exact, folded = obj.json_exact, obj.json_fields
     for name, value in data.items():
-        here = where.child(name)
-        spec = obj.json_fields.get(name.lower())
+        spec = exact.get(name) or folded.get(name.lower())
         if spec is None:
-            _not_modelled(obj, name, value, here, problems)
+            _not_modelled(obj, name, value, where, problems)
             continue
         if value is None:
             continue  # null means "use the default", as in Nomad
-        given.add(spec.key)
-        converted = _value(spec, value, here, problems)
+        key, kind = spec.key, spec.kind
+        given.add(key)
+        kind_of_value = type(value)
+        if kind_of_value is str:
+            if kind is Kind.STR:
+                out[key] = value
+                continue
+        elif kind_of_value is int:
+            if kind is Kind.INT or (kind is Kind.NONNEG_INT and value >= 0):
+                out[key] = value
+                continue
+        elif kind_of_value is bool and kind is Kind.BOOL:
+            out[key] = value
+            continue
+        converted = _value(spec, value, where.child(name), problems)
         if converted is not None:
-            out[spec.key] = converted
-    for spec in obj.fields:
-        if spec.key in obj.required and spec.key not in given:
+            out[key] = converted
+    for spec in obj.required_fields:
+        if spec.key not in given:
             problems.errors.append(where.child(spec.json or spec.key).missing())
     return out
 
 
-def _not_modelled(obj: Obj, name: str, value: Any, here: JsonWhere, problems: Problems) -> None:
+def _not_modelled(obj: Obj, name: str, value: Any, where: JsonWhere, problems: Problems) -> None:
     lowered = name.lower()
     ignored = obj.json_ignored.get(lowered)
     if ignored is not None:
         if not is_unset(value, ignored.default):
-            problems.warnings.append(here.ignored())
+            problems.warnings.append(where.child(name).ignored())
     elif lowered not in obj.silent_json:
-        problems.errors.append(here.unknown())
+        problems.errors.append(where.child(name).unknown())
 
 
 def _value(spec: Field, value: Any, here: JsonWhere, problems: Problems) -> Any:

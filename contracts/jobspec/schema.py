@@ -77,6 +77,9 @@ class Obj:
     required: frozenset[str] = frozenset()
     hcl_fields: Mapping[str, Field] = field(init=False, repr=False, compare=False)
     json_fields: Mapping[str, Field] = field(init=False, repr=False, compare=False)
+    # The same, by the name as Nomad spells it: what clients send, found without lower().
+    json_exact: Mapping[str, Field] = field(init=False, repr=False, compare=False)
+    required_fields: tuple[Field, ...] = field(init=False, repr=False, compare=False)
     hcl_ignored: Mapping[str, Ignored] = field(init=False, repr=False, compare=False)
     json_ignored: Mapping[str, Ignored] = field(init=False, repr=False, compare=False)
 
@@ -85,6 +88,8 @@ class Obj:
         set_ = object.__setattr__
         set_(self, "hcl_fields", {f.key: f for f in self.fields if f.hcl})
         set_(self, "json_fields", {f.json.lower(): f for f in self.fields if f.json})
+        set_(self, "json_exact", {f.json: f for f in self.fields if f.json})
+        set_(self, "required_fields", tuple(f for f in self.fields if f.key in self.required))
         set_(self, "hcl_ignored", {i.hcl: i for i in self.ignored if i.hcl})
         set_(self, "json_ignored", {i.json.lower(): i for i in self.ignored if i.json})
         set_(self, "silent_json", frozenset(s.lower() for s in self.silent_json))

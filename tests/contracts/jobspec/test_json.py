@@ -228,3 +228,14 @@ def test_every_problem_is_reported_at_once() -> None:
         "$.TaskGroups[0].Spreads[0].SpreadTarget[0].Percent: must be a non-negative integer, got -1"
         in problems
     )
+
+
+def test_scalars_of_the_exact_type_and_convertible_ones_read_alike() -> None:
+    """Well-typed scalars take the walk's short path; the rest are converted or refused
+    as before (a whole float is an integer, a boolean is neither a string nor a number)."""
+    assert parse_json(minimal(Priority=70)).priority == 70
+    assert parse_json(minimal(Priority=70.0)).priority == 70
+    assert problems_of(minimal(ID=True)) == ["$.ID: must be a string, got true"]
+    body = minimal()
+    body["TaskGroups"][0]["Count"] = False
+    assert problems_of(body) == ["$.TaskGroups[0].Count: must be an integer, got false"]
