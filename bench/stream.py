@@ -15,7 +15,9 @@ JSON line per phase:
 - burst: `--burst` jobs all due at once (none sent after `--drain` s).
 
 Latencies run from when a request was due (waiting for a free client counts, as open loop
-requires) to: the API's answer (register_*); the job's allocation in the state log, seen by
+requires) to: the API's answer (register_*; answer_* from when it was sent: `--clients` over
+it is the most the clients can send, so past saturation the pool, not drover, may set
+`evals_per_s`: compare `--clients 32`); the job's allocation in the state log, seen by
 a thread blocked on XREAD of the log, which wakes as the leader appends (commit_*); the
 agent's report of it running in the log (running_*). A percentile is null when it falls on
 a job that never got there. `evals_per_s`: allocations committed (any job's) per second of
@@ -315,8 +317,12 @@ def _latencies(
         commit = [follower.committed.get(ids[i], math.inf) - sent.due[i] for i in accepted]
         running = [follower.running.get(ids[i], math.inf) - sent.due[i] for i in accepted]
     register = [a - d for a, d in zip(sent.answered, sent.due, strict=True) if not math.isnan(a)]
+    # The API's own time, without the wait for a free client: `--clients` over it bounds
+    # the rate the clients can offer (past it they queue, as register_* shows).
+    answer = [a - s for a, s in zip(sent.answered, sent.sent, strict=True) if not math.isnan(a)]
     out: dict[str, Any] = {}
-    for name, values in (("register", register), ("commit", commit), ("running", running)):
+    lists = (("register", register), ("answer", answer), ("commit", commit), ("running", running))
+    for name, values in lists:
         out[f"{name}_p50_ms"] = percentile_ms(values, 50)
         out[f"{name}_p99_ms"] = percentile_ms(values, 99)
         out[f"{name}_max_ms"] = percentile_ms(values, 100)
@@ -332,6 +338,7 @@ def idle_phase(follower: LogFollower, clients: Clients, seq: int, count: int) ->
     sent = Sent([], [], [], [])
     for job_id in ids:
         sent.due.append(time.monotonic())
+        sent.sent.append(sent.due[-1])  # one at a time: never waits for a client
         sent.ok.append(clients.register(0, job_id))
         sent.answered.append(time.monotonic())
         if sent.ok[-1]:

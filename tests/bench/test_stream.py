@@ -34,7 +34,7 @@ from contracts.state_log import (
     encode_entry,
 )
 
-LATENCIES = ("register", "commit", "running")
+LATENCIES = ("register", "answer", "commit", "running")
 EVERY_PHASE = (
     "bench",
     "phase",
@@ -202,6 +202,9 @@ def test_a_tiny_run_prints_every_figure_and_every_job_commits() -> None:
         for name in LATENCIES:
             p50, p99, top = (line[f"{name}_{p}_ms"] for p in ("p50", "p99", "max"))
             assert 0 <= p50 <= p99 <= top
+        # The API's own time is the registration's less any wait for a free client.
+        for p in ("p50", "p99", "max"):
+            assert line[f"answer_{p}_ms"] <= line[f"register_{p}_ms"]
         assert set(line["cpu_pct"]) == {
             "api",
             "load",
