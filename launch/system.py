@@ -19,7 +19,7 @@ import logging
 import os
 import secrets
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -49,20 +49,6 @@ from launch.system_fleets import FLEETS_AGENT, REAL_AGENT, FleetMethods
 from observability.safe_export import ExportStats
 
 log = logging.getLogger(__name__)
-
-# Ray starts its worker processes at nice 15 (`worker_niceness`), below the driver's 0. In
-# a local Ray the leader, the one serial stage, then waited for a core behind the API (in
-# the driver) whenever the machine was busy. At the driver's priority, with 32 clients
-# offering 1,000 small jobs/s, `bench.stream` did 616 / 626 / 570 / 528 evals/s against
-# 540 / 559 / 510 / 547 (alternating pairs). The user's tasks of the `ray` driver run at
-# 0 too: `RAY_worker_niceness=15` (read by Ray itself) keeps Ray's default.
-NICENESS_ENV = "RAY_worker_niceness"
-
-
-def local_ray_system_config(env: Mapping[str, str]) -> dict[str, Any]:
-    """The `_system_config` of a local Ray drover starts (`env`: the process's)."""
-    return {} if NICENESS_ENV in env else {"worker_niceness": 0}
-
 
 LEADER_NAME = "drover-leader"
 NODE_WATCH_S = 5.0  # how often nodes that joined the Ray cluster since are looked for
@@ -178,7 +164,6 @@ class DroverSystem(FleetMethods):
                     include_dashboard=config.include_dashboard,
                     log_to_driver=False,
                     runtime_env={"env_vars": {"PYTHONPATH": _worker_pythonpath()}},
-                    _system_config=local_ray_system_config(os.environ),
                 )
             self.started_ray = True
         cpus = int(ray.cluster_resources().get("CPU", 1))

@@ -129,28 +129,6 @@ def overcommitted(system: DroverSystem) -> list[str]:
     )
 
 
-def test_ray_s_own_niceness_setting_wins_over_drovers() -> None:
-    assert launch.system.local_ray_system_config({}) == {"worker_niceness": 0}
-    assert launch.system.local_ray_system_config({"RAY_worker_niceness": "15"}) == {}
-
-
-def test_the_actors_of_a_local_ray_run_at_the_drivers_priority(system: DroverSystem) -> None:
-    """Ray starts workers at nice 15; a local Ray of drover's runs them at the driver's, or
-    the leader gets a sliver of a busy machine's CPU beside the API in the driver."""
-    if not system.started_ray or launch.system.NICENESS_ENV in os.environ:
-        pytest.skip("this module joined a Ray it did not start, or Ray's setting is given")
-    handles = [system.leader, system.autoscaler, *system.workers, *system.agents.values()]
-    pids = []
-    for handle in handles:
-        try:
-            pids.append(ray.get(handle.__ray_call__.remote(lambda _actor: os.getpid()), timeout=60))
-        except ray.exceptions.RayActorError:
-            assert handle is not system.leader  # another scenario killed this one for good
-    driver = os.getpriority(os.PRIO_PROCESS, 0)
-    assert len(pids) >= 3  # the leader, the autoscaler and a worker at least
-    assert [os.getpriority(os.PRIO_PROCESS, pid) for pid in pids] == [driver] * len(pids)
-
-
 def test_service_job_runs_then_stops(client: DroverClient) -> None:
     client.run_job(job("web", 10, "e2e"))
     running = client.wait_for_allocs("web", count=10, timeout_s=30)
