@@ -14,7 +14,7 @@ import orjson
 
 from contracts.errors import ValidationError
 from contracts.jobspec.schema import JOB, SCALARS, Field, Kind, Obj, is_unset
-from contracts.jobspec.values import coerce_scalar, coerce_str_map, coerce_strings
+from contracts.jobspec.values import AS_IS, coerce_scalar, coerce_str_map, coerce_strings
 from contracts.jobspec.where import JsonWhere, Problems, bad_value
 
 # JobRegisterRequest fields around the job; the HTTP layer, not the job spec, owns them.
@@ -76,18 +76,9 @@ def walk(data: Any, obj: Obj, where: JsonWhere, problems: Problems) -> dict[str,
             continue
         if value is None:
             continue  # null means "use the default", as in Nomad
-        key, kind = spec.key, spec.kind
+        key = spec.key
         given.add(key)
-        kind_of_value = type(value)
-        if kind_of_value is str:
-            if kind is Kind.STR:
-                out[key] = value
-                continue
-        elif kind_of_value is int:
-            if kind is Kind.INT or (kind is Kind.NONNEG_INT and value >= 0):
-                out[key] = value
-                continue
-        elif kind_of_value is bool and kind is Kind.BOOL:
+        if AS_IS.get(spec.kind) is type(value):
             out[key] = value
             continue
         converted = _value(spec, value, where.child(name), problems)

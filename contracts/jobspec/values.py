@@ -75,6 +75,9 @@ def _as_str(value: Any, hcl: bool) -> str | None:
 
 
 _INT_FLOOR = {Kind.INT: None, Kind.POS_INT: 1, Kind.NONNEG_INT: 0}
+# Kinds whose values of exactly this Python type `coerce_scalar` returns unchanged, in JSON
+# and HCL alike: a walk takes them as they are, without a JSON path or a call per field.
+AS_IS: dict[Kind, type] = {Kind.STR: str, Kind.INT: int, Kind.BOOL: bool}
 
 
 def coerce_scalar(
