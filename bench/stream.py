@@ -37,7 +37,6 @@ import bisect
 import itertools
 import math
 import multiprocessing
-import os
 import random
 import re
 import shutil
@@ -55,13 +54,20 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
-import ray
 import redis
 
 from actors.agent.core import FleetSpec
 from actors.api.core.shapes import job_to_nomad
 from actors.streams.client import connect
 from actors.streams.names import StreamNames
+from bench.stream_accounting import (
+    actor_counters,
+    calls_per_eval,
+    cpu_per_eval,
+    cpu_seconds,
+    process_ids,
+    redis_commands,
+)
 from contracts import DesiredStatus, Job, Resources, Task, TaskGroup
 from contracts.alloc_batch import ROW_ID
 from launch.system import DroverSystem, SystemConfig
@@ -437,68 +443,6 @@ def _load_main(conn: Connection, address: str, redis_url: str, prefix: str, clie
 # -- the system and the phases (this process) -----------------------------------------------
 
 
-def _cpu_s(pid: int) -> float:
-    """The process's CPU time (user + system) so far; 0 where /proc cannot tell."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_per_eval(cpu_s: dict[str, float], evals: int) -> dict[str, float] | None:
-    """CPU milliseconds per evaluation scheduled in the phase, per process and for drover's
-    own (every process but the load's): the cost of an evaluation, steadier than a rate on a
-    noisy machine. Includes what the phase spends idle (heartbeats, ticks)."""
-    if evals <= 0:
-        return None
-    per_eval = {role: round(1000 * spent / evals, 3) for role, spent in cpu_s.items()}
-    drover = sum(spent for role, spent in cpu_s.items() if role != "load")
-    return per_eval | {"drover": round(1000 * drover / evals, 3)}
-
-
-def _process_ids(system: DroverSystem, load_pid: int) -> dict[str, list[int]]:
-    def pids(*actors: Any) -> list[int]:
-        return list(ray.get([a.__ray_call__.remote(lambda _self: os.getpid()) for a in actors]))
-
-    return {
-        "api": [os.getpid()],  # the HTTP API and the Ray driver
-        "load": [load_pid],
-        "leader": pids(system.leader),
-        "workers": pids(*system.workers),
-        "agent": pids(*system.agents.values()),
-        "autoscaler": pids(system.autoscaler) if system.autoscaler is not None else [],
-        "redis": [int(connect(system.redis_url).info("server")["process_id"])],
-    }
-
-
-def _counters(system: DroverSystem) -> dict[str, int]:
-    leader = ray.get(system.leader.stats.remote())
-    workers = ray.get([w.stats.remote() for w in system.workers])
-    counts = {"log_entries": leader["index"], "leader_requests": leader["requests"]}
-    counts |= {k: leader[k] for k in ("plans", "partial_plans", "rejected_nodes")}
-    counts |= {f"worker_{k}": sum(w[k] for w in workers) for k in ("evals", "refreshes", "nacks")}
-    # Evals the leader scheduled itself (local_scheduling.py).
-    counts["leader_evals"] = leader["local_evals"]
-    delivered = ray.get(system.leader.broker_stats.remote())["delivered"]
-    return counts | {"broker_deliveries": delivered}
-
-
-def _redis_commands(system: DroverSystem) -> dict[str, int]:
-    """Calls of each Redis command so far (INFO commandstats)."""
-    stats = connect(system.redis_url).info("commandstats")
-    return {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
-
-
-def _per_eval(after: dict[str, int], before: dict[str, int], evals: int) -> dict[str, float]:
-    """Redis calls per evaluation over a phase, by command (those above 0.05), and in all."""
-    calls = {name: n - before.get(name, 0) for name, n in after.items()}
-    per_eval = {name: round(n / max(1, evals), 2) for name, n in calls.items()}
-    out = dict(sorted(((k, v) for k, v in per_eval.items() if v >= 0.05), key=lambda kv: -kv[1]))
-    return out | {"all": round(sum(calls.values()) / max(1, evals), 1)}
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--nodes", type=int, default=5000)
@@ -576,27 +520,28 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
             )
             load.start()
             _reply(ours, load)
-            pids = _process_ids(system, load.pid)
+            pids = process_ids(system, load.pid)
             for command in phases:
-                cpu_before = {role: sum(map(_cpu_s, ids)) for role, ids in pids.items()}
-                counters_before = _counters(system)
-                commands_before = _redis_commands(system)
+                cpu_before = {role: sum(map(cpu_seconds, ids)) for role, ids in pids.items()}
+                counters_before = actor_counters(system)
+                commands_before = redis_commands(system)
                 phase_started = time.monotonic()
                 ours.send(command)
                 figures = _reply(ours, load)
                 wall = time.monotonic() - phase_started
                 cpu_s = {
-                    role: sum(map(_cpu_s, ids)) - cpu_before[role] for role, ids in pids.items()
+                    role: sum(map(cpu_seconds, ids)) - cpu_before[role]
+                    for role, ids in pids.items()
                 }
                 cpu = {role: round(100 * spent / wall, 1) for role, spent in cpu_s.items()}
-                counters = {k: v - counters_before[k] for k, v in _counters(system).items()}
+                counters = {k: v - counters_before[k] for k, v in actor_counters(system).items()}
                 evals = counters["worker_evals"] + counters["leader_evals"]
-                commands = _per_eval(_redis_commands(system), commands_before, evals)
+                commands = calls_per_eval(redis_commands(system), commands_before, evals)
                 yield (
                     common
                     | figures
                     | {"phase_s": round(wall, 1), "cpu_pct": cpu, "system": counters}
-                    | {"cpu_ms_per_eval": _cpu_per_eval(cpu_s, evals)}
+                    | {"cpu_ms_per_eval": cpu_per_eval(cpu_s, evals)}
                     | {"redis_calls_per_eval": commands}
                 )
             ours.send(None)

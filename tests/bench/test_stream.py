@@ -240,9 +240,3 @@ def test_a_tiny_run_prints_every_figure_and_every_job_commits() -> None:
         line["system"]["worker_evals"] + line["system"]["leader_evals"] for line in lines
     )
     assert scheduled >= total
-
-
-def test_cpu_per_eval_is_each_process_and_drovers_own_total() -> None:
-    per_eval = stream._cpu_per_eval({"api": 1.0, "leader": 2.0, "load": 0.5}, 1000)
-    assert per_eval == {"api": 1.0, "leader": 2.0, "load": 0.5, "drover": 3.0}
-    assert stream._cpu_per_eval({"api": 1.0}, 0) is None  # nothing scheduled: no figure

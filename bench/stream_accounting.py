@@ -1,0 +1,75 @@
+"""What the processes of a `bench.stream` run spend: each one's CPU (from /proc), the
+actors' counters and Redis's command counts, read before and after a phase and turned into
+figures per evaluation."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import ray
+
+from actors.streams.client import connect
+from launch.system import DroverSystem
+
+
+def cpu_seconds(pid: int) -> float:
+    """The process's CPU time (user + system) so far; 0 where /proc cannot tell."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_per_eval(cpu_s: dict[str, float], evals: int) -> dict[str, float] | None:
+    """CPU milliseconds per evaluation scheduled in the phase, per process and for drover's
+    own (every process but the load's): the cost of an evaluation, steadier than a rate on a
+    noisy machine. Includes what the phase spends idle (heartbeats, ticks)."""
+    if evals <= 0:
+        return None
+    per_eval = {role: round(1000 * spent / evals, 3) for role, spent in cpu_s.items()}
+    drover = sum(spent for role, spent in cpu_s.items() if role != "load")
+    return per_eval | {"drover": round(1000 * drover / evals, 3)}
+
+
+def process_ids(system: DroverSystem, load_pid: int) -> dict[str, list[int]]:
+    def pids(*actors: Any) -> list[int]:
+        return list(ray.get([a.__ray_call__.remote(lambda _self: os.getpid()) for a in actors]))
+
+    return {
+        "api": [os.getpid()],  # the HTTP API and the Ray driver
+        "load": [load_pid],
+        "leader": pids(system.leader),
+        "workers": pids(*system.workers),
+        "agent": pids(*system.agents.values()),
+        "autoscaler": pids(system.autoscaler) if system.autoscaler is not None else [],
+        "redis": [int(connect(system.redis_url).info("server")["process_id"])],
+    }
+
+
+def actor_counters(system: DroverSystem) -> dict[str, int]:
+    leader = ray.get(system.leader.stats.remote())
+    workers = ray.get([w.stats.remote() for w in system.workers])
+    counts = {"log_entries": leader["index"], "leader_requests": leader["requests"]}
+    counts |= {k: leader[k] for k in ("plans", "partial_plans", "rejected_nodes")}
+    counts |= {f"worker_{k}": sum(w[k] for w in workers) for k in ("evals", "refreshes", "nacks")}
+    # Evals the leader scheduled itself (local_scheduling.py).
+    counts["leader_evals"] = leader["local_evals"]
+    delivered = ray.get(system.leader.broker_stats.remote())["delivered"]
+    return counts | {"broker_deliveries": delivered}
+
+
+def redis_commands(system: DroverSystem) -> dict[str, int]:
+    """Calls of each Redis command so far (INFO commandstats)."""
+    stats = connect(system.redis_url).info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(row["calls"]) for name, row in stats.items()}
+
+
+def calls_per_eval(after: dict[str, int], before: dict[str, int], evals: int) -> dict[str, float]:
+    """Redis calls per evaluation over a phase, by command (those above 0.05), and in all."""
+    calls = {name: n - before.get(name, 0) for name, n in after.items()}
+    per_eval = {name: round(n / max(1, evals), 2) for name, n in calls.items()}
+    out = dict(sorted(((k, v) for k, v in per_eval.items() if v >= 0.05), key=lambda kv: -kv[1]))
+    return out | {"all": round(sum(calls.values()) / max(1, evals), 1)}
