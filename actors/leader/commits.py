@@ -5,7 +5,7 @@ the fenced durable log (commit.lua) and only then is applied to the store.
   outcome (Redis away, the answer lost) the store is rebuilt from the log before anything
   else is decided on it.
 - `_stage`/`_flush_staged`: a batch's unfenced requests, applied at once and made durable by
-  one commit at the batch's end.
+  one commit at the batch's end, which carries the batch's answers and acks.
 - A log that moved under a commit (an entry appended that this leader's store lacks, which
   should not happen while it holds the term) is caught up, and the caller decides again
   (`_redecided`): changes decided on a store that lacked the appended entries are never
@@ -27,7 +27,12 @@ import redis
 
 from actors.leader.core.leader import LeaderCore
 from actors.leader.durable_log import DurableLog, Fence, NotLeaderError
-from actors.leader.service_records import CommitFeed, LeaderStats, StagedCommitLost
+from actors.leader.service_records import (
+    BatchAnswers,
+    CommitFeed,
+    LeaderStats,
+    StagedCommitLost,
+)
 from actors.leader.snapshots import SnapshotWriter
 from actors.runtime.snapshots import SnapshotStore, load_latest
 from actors.state import StateStore
@@ -208,7 +213,9 @@ class CommitMethods:
             for i, change in enumerate(changes)
         ]
 
-    def _flush_staged(self) -> None:
+    def _flush_staged(self, answers: BatchAnswers | None = None) -> None:
+        """Make what is staged durable; `answers` go out with that commit (and are marked
+        sent), unless nothing was staged: then they are the caller's to send."""
         staged = self._staged
         settlements, self._after_flush = self._after_flush, []
         if not staged:
@@ -217,8 +224,11 @@ class CommitMethods:
             return
         self._staged = []
         fed_through, self._fed_through = self._fed_through, 0
+        outbox = answers.outbox() if answers is not None else None
         try:
-            outcome = self.durable.commit(staged[0].index - 1, staged, [None] * len(staged))
+            outcome = self.durable.commit(
+                staged[0].index - 1, staged, [None] * len(staged), outbox=outbox
+            )
         except NotLeaderError:
             self._deposed = True  # the loop stops; nothing more is decided on this store
             raise
@@ -237,6 +247,8 @@ class CommitMethods:
             )
         self.stats.index = outcome.index
         self.stats.commits += 1
+        if answers is not None:
+            answers.sent = True
         for settle in settlements:  # durable now: deliveries may be settled...
             settle()
         for entry in staged:  # ...and the broker may act on the entries

@@ -8,7 +8,8 @@ leader therefore can never commit, and neither can a worker whose eval was redel
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import logging
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,6 +17,8 @@ import redis
 
 from actors.streams.names import StreamNames
 from contracts.state_log import LogEntry, decode_entry, encode_entry
+
+log = logging.getLogger(__name__)
 
 _SCRIPT = (Path(__file__).with_name("commit.lua")).read_text()
 
@@ -34,6 +37,33 @@ class Fence:
 
     eval_id: str
     token: str
+
+
+@dataclass(frozen=True, slots=True)
+class Outbox:
+    """Answers that leave with a commit, and the requests they answer acked, in the commit's
+    own script: one round trip for the turn, and no answer before its entries are durable.
+    An answer that cannot be written (a reply stream that is not a stream) is logged and
+    left out, as the ack would be: the commit stands and retrying cannot deliver it."""
+
+    replies: Sequence[tuple[str, Mapping[bytes, bytes]]]  # (reply stream, encoded message)
+    maxlen: int  # each reply stream's approximate cap
+    ack_stream: str = ""
+    ack_group: str = ""
+    ack_ids: Sequence[str] = ()
+
+    def keys(self) -> list[str]:
+        return [stream for stream, _fields in self.replies] + [self.ack_stream]
+
+    def args(self) -> list[bytes | str | int]:
+        args: list[bytes | str | int] = [self.maxlen, len(self.replies)]
+        for _stream, fields in self.replies:
+            args.append(2 * len(fields))
+            for name, value in fields.items():
+                args += [name, value]
+        args.append(self.ack_group if self.ack_ids else "")
+        args += self.ack_ids
+        return args
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +91,14 @@ class DurableLog:
         return int(raw) if raw else 0
 
     def commit(
-        self, expected_index: int, entries: Sequence[LogEntry], fences: Sequence[Fence | None]
+        self,
+        expected_index: int,
+        entries: Sequence[LogEntry],
+        fences: Sequence[Fence | None],
+        outbox: Outbox | None = None,
     ) -> CommitOutcome:
+        """Append `entries` if the fences hold (commit.lua); with an `outbox`, its answers
+        go out and its requests are acked in the same script, only if the commit succeeds."""
         args: list[bytes | str | int] = [self.term, expected_index, len(entries)]
         size = 0
         for entry, fence in zip(entries, fences, strict=True):
@@ -70,11 +106,16 @@ class DurableLog:
             size += len(raw)
             args += [raw, fence.eval_id if fence else "", fence.token if fence else ""]
         keys = [self.names.index_key, self.names.term_key, self.names.log, self.names.tokens_key]
+        if outbox is not None:
+            keys += outbox.keys()
+            args += outbox.args()
         reply = self._commit(keys=keys, args=args)
         if int(reply[0]) == 1:
             self.appended_bytes += size
+            for error in reply[2:]:
+                log.error("committed at %s, but not written: %s", reply[1], _text(error))
             return CommitOutcome(True, int(reply[1]))
-        reason = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
+        reason = _text(reply[1])
         if reason == "term":
             raise NotLeaderError(f"term {self.term} is no longer current")
         return CommitOutcome(False, int(reply[2]), reason)
@@ -98,3 +139,7 @@ class DurableLog:
                 yield entry
             last_id = rows[-1][0].decode() if isinstance(rows[-1][0], bytes) else rows[-1][0]
             start = f"({last_id}"
+
+
+def _text(value: object) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)

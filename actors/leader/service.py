@@ -35,7 +35,12 @@ from actors.leader.core.repeated_requests import repeated_answer
 from actors.leader.durable_log import DurableLog, Fence, NotLeaderError
 from actors.leader.local_scheduling import LocalDeliveries, LocalScheduling
 from actors.leader.plan_hold import PlanHold, PlanHoldMethods
-from actors.leader.service_records import CommitFeed, LeaderStats, StagedCommitLost, visible_at
+from actors.leader.service_records import (
+    BatchAnswers,
+    CommitFeed,
+    LeaderStats,
+    StagedCommitLost,
+)
 from actors.leader.snapshots import SnapshotPolicy, SnapshotWriter
 from actors.leader.tracing import LeaderTracing
 from actors.process_settings import after_state_applied, tune_process, when_idle
@@ -319,12 +324,14 @@ class LeaderService(CommitMethods, PlanHoldMethods):
                 self._staged = None
             self.bus.publish_each(answers, maxlen=REPLY_STREAM_MAXLEN)
             raise
-        if self._schedule_staged():  # answered with their placements committed
-            answers = [visible_at(a, self.store.latest_index()) for a in answers]
-        # Handled in full: the messages are acked with the answers, in one round trip.
+        # Handled in full: the messages are acked with the answers, which leave with the
+        # batch's commit (one round trip), or on their own if it committed nothing.
         handled = [message_id for message_id, _type, _message, _trace in batch]
         acks = (self.names.requests, LEADER_GROUP, handled)
-        self.bus.publish_each(answers, maxlen=REPLY_STREAM_MAXLEN, ack=acks)
+        outgoing = BatchAnswers(answers, acks, REPLY_STREAM_MAXLEN)
+        self._schedule_staged(outgoing)
+        if not outgoing.sent:
+            self.bus.publish_each(outgoing.answers, maxlen=REPLY_STREAM_MAXLEN, ack=acks)
 
     # -- decisions -----------------------------------------------------------------------------
 
@@ -505,7 +512,7 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             log.warning("the leader's scheduling turn was not committed", exc_info=True)
             return 0
 
-    def _schedule_staged(self) -> int:
+    def _schedule_staged(self, answers: BatchAnswers | None = None) -> int:
         """A batch's end: the small evals its staged entries made ready are scheduled here
         on the staged state, and one commit makes the entries and those plans durable (a
         commit for each was a sixth of the leader's turn under many small jobs: every
@@ -513,12 +520,13 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         they are durable under its `hold`: the leader may take what they make ready, but no
         delivery or write leaves before the commit. If the commit fails, the store and the
         broker are rebuilt from the log and the error goes to the consumer, which retries
-        the batch's messages one by one (nothing was answered)."""
+        the batch's messages one by one (nothing was answered). The batch's `answers` leave
+        with that commit, saying that their placements are committed."""
         assert self._staged is not None, "a batch's requests are staged"
         broker, local = self.broker, self.local
         if local is None or broker is None or self._store_lost or not local.wanted():
             try:
-                self._flush_staged()
+                self._flush_staged(answers)
             finally:
                 self._staged = None
             return 0
@@ -530,9 +538,13 @@ class LeaderService(CommitMethods, PlanHoldMethods):
             try:
                 self._feed_early()
                 scheduled = local.run()
-            finally:  # even if it raised: what was staged was decided and is applied
+            except BaseException:  # what was staged was decided and is applied
                 self._flush_staged()
-                durable = True
+                raise
+            if scheduled and answers is not None:
+                answers.seen_at(self.store.latest_index())
+            self._flush_staged(answers)
+            durable = True
         except BaseException as exc:
             # Whatever failed, the store and the broker are rebuilt from the log (unless
             # the failed flush did it): the broker was fed entries the log may lack, or

@@ -1,5 +1,5 @@
 """The leader service's records: its counters, the feed it hands committed entries to (the
-eval broker it hosts), and the error of a staged commit the log refused."""
+eval broker it hosts), a batch's answers, and the error of a staged commit the log refused."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from actors.leader.durable_log import Outbox
 from actors.state import StateReader
+from actors.streams.envelope import encode_message
 from contracts.copying import replacer
 from contracts.messages import LeaderResponse
 from contracts.state_log import LogEntry
+from observability import inject
 
 
 @dataclass
@@ -76,3 +79,30 @@ def visible_at(answer: tuple[str, str, object], index: int) -> tuple[str, str, o
     stream, kind, response = answer
     assert isinstance(response, LeaderResponse)
     return stream, kind, _with_visible_index(response, index)
+
+
+@dataclass
+class BatchAnswers:
+    """A batch's answers (reply stream, type name, response) and its messages to ack: they
+    leave with the batch's commit (`outbox`) or, when the batch committed nothing, on their
+    own (`sent` stays False)."""
+
+    answers: list[tuple[str, str, object]]
+    acks: tuple[str, str, Sequence[str]]  # (stream, group, message ids)
+    maxlen: int  # each reply stream's approximate cap
+    sent: bool = False
+
+    def seen_at(self, index: int) -> None:
+        """The answers say that the leader had committed up to `index` when it answered."""
+        self.answers = [visible_at(answer, index) for answer in self.answers]
+
+    def outbox(self) -> Outbox:
+        """Encoded for the commit's script, carrying the current span's context (as
+        `StreamBus.publish_each` would)."""
+        trace = inject()
+        replies = [
+            (stream, encode_message(kind, response, trace))
+            for stream, kind, response in self.answers
+        ]
+        stream, group, ids = self.acks
+        return Outbox(replies, self.maxlen, stream, group, ids)

@@ -151,16 +151,16 @@ def test_a_registration_over_the_stream_is_answered_with_its_allocation_committe
         RequestKind.REGISTER_JOB, request_id="reg-web", job=job("web"), reply_to=reply_to
     )
     StreamBus(client).publish(NAMES.requests, [("LeaderRequest", request)])
-    # The answer goes out after the local placement: when the client reads it, the log
-    # already holds the allocation (the API's replica follows the log).
-    published: list[int] = []
-    real_publish_each = leader.bus.publish_each
+    # The answer goes out with the commit of the local placement: when the client reads
+    # it, the log already holds the allocation (the API's replica follows the log).
+    commits: list[tuple[int, bool]] = []
+    real_commit = leader.durable.commit
 
-    def publish_each(messages: Any, **options: Any) -> Any:
-        published.append(len(allocs_of(leader, "web")))
-        return real_publish_each(messages, **options)
+    def commit(expected: int, entries: Any, fences: Any, **more: Any) -> Any:
+        commits.append((len(allocs_of(leader, "web")), more.get("outbox") is not None))
+        return real_commit(expected, entries, fences, **more)
 
-    leader.bus.publish_each = publish_each  # type: ignore[method-assign]
+    leader.durable.commit = commit  # type: ignore[method-assign]
     leader.poll_once()
 
     (answer,) = [
@@ -168,7 +168,7 @@ def test_a_registration_over_the_stream_is_answered_with_its_allocation_committe
         for _id, fields in client.xrange(reply_to)
     ]
     assert isinstance(answer, LeaderResponse) and answer.ok
-    assert published == [1]
+    assert commits == [(1, True)]  # one commit: the registration, its placement, the answer
     (alloc,) = allocs_of(leader, "web")
     assert alloc.create_index > answer.index  # committed after the registration, before
     assert not delivered(client)
@@ -243,9 +243,9 @@ def test_a_turns_plans_are_one_commit_and_its_lost_answer_rebuilds_the_store(
     real_commit = leader.durable.commit
     calls: list[int] = []
 
-    def commit_then_lose_the_answer(expected: int, entries: Any, fences: Any) -> Any:
+    def commit_then_lose_the_answer(expected: int, entries: Any, fences: Any, **more: Any) -> Any:
         calls.append(len(entries))
-        outcome = real_commit(expected, entries, fences)  # durable...
+        outcome = real_commit(expected, entries, fences, **more)  # durable...
         if len(calls) == 1:
             raise redis.ConnectionError("connection lost")  # ...but the leader never knows
         return outcome
@@ -289,10 +289,10 @@ def test_a_delivery_is_settled_only_once_its_plan_is_durable(
     real_commit = leader.durable.commit
     seen: list[object] = []
 
-    def commit(expected: int, entries: Any, fences: Any) -> Any:
+    def commit(expected: int, entries: Any, fences: Any, **more: Any) -> Any:
         with broker.lock:
             seen.append(broker.broker.location(first))
-        return real_commit(expected, entries, fences)
+        return real_commit(expected, entries, fences, **more)
 
     monkeypatch.setattr(leader.durable, "commit", commit)
     leader.poll_once()
@@ -346,9 +346,9 @@ def test_a_batch_of_registrations_and_their_placements_is_one_commit_acked_with_
     commits: list[int] = []
     real_commit = leader.durable.commit
 
-    def commit(expected: int, entries: Any, fences: Any) -> Any:
+    def commit(expected: int, entries: Any, fences: Any, **more: Any) -> Any:
         commits.append(len(entries))
-        return real_commit(expected, entries, fences)
+        return real_commit(expected, entries, fences, **more)
 
     monkeypatch.setattr(leader.durable, "commit", commit)
     _registrations(client, [job(j) for j in ("a", "b", "c")])
@@ -374,11 +374,11 @@ def test_a_lost_batch_commit_answers_nothing_and_its_requests_are_decided_again(
     real_commit = leader.durable.commit
     calls: list[int] = []
 
-    def fail_first(expected: int, entries: Any, fences: Any) -> Any:
+    def fail_first(expected: int, entries: Any, fences: Any, **more: Any) -> Any:
         calls.append(len(entries))
         if len(calls) == 1:
             raise redis.ConnectionError("connection lost")  # nothing was appended
-        return real_commit(expected, entries, fences)
+        return real_commit(expected, entries, fences, **more)
 
     monkeypatch.setattr(leader.durable, "commit", fail_first)
     _registrations(client, [job("a"), job("b")])

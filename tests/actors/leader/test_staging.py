@@ -13,7 +13,7 @@ import redis
 
 from actors.leader.durable_log import NotLeaderError
 from actors.leader.service import LeaderService
-from actors.streams import StreamBus
+from actors.streams.names import LEADER_GROUP
 from contracts import EvalStatus, Evaluation, Job, Resources, Task, TaskGroup
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
 from contracts.state_log import LogEntry, UpsertEvals
@@ -98,14 +98,14 @@ def test_a_refused_staged_commit_rebuilds_the_store_and_applies_each_request_onc
     real_commit = service.durable.commit
     intruded: list[int] = []
 
-    def commit_after_an_intruder(expected: int, entries: Any, fences: Any) -> Any:
+    def commit_after_an_intruder(expected: int, entries: Any, fences: Any, **more: Any) -> Any:
         if len(entries) > 1 and not intruded:
             # Something else appended to the log under the staged entries (a leader holding
             # its term never sees this; the store must not keep what was staged on it).
             intruder = LogEntry(expected + 1, service.stats.term, UpsertEvals(()))
             assert real_commit(expected, [intruder], [None]).ok
             intruded.append(expected + 1)
-        return real_commit(expected, entries, fences)
+        return real_commit(expected, entries, fences, **more)
 
     service.durable.commit = commit_after_an_intruder  # type: ignore[method-assign]
     harness.send(register("a"), register("b"))
@@ -124,21 +124,53 @@ def test_a_refused_staged_commit_rebuilds_the_store_and_applies_each_request_onc
     assert sorted(e.job_id for e in rebuilt.store.evals()) == ["a", "b"]
 
 
-def test_answers_wait_for_the_flush(harness: Any, client: redis.Redis) -> None:
-    """No answer for a staged request leaves before its entry is in the log."""
+def test_answers_and_acks_leave_with_the_flush_and_not_before(
+    harness: Any, client: redis.Redis
+) -> None:
+    """No answer for a staged request leaves before its entry is in the log: the batch's
+    commit carries its answers and acks its messages, in one script (one round trip)."""
     service: LeaderService = harness.leader()
-    seen: list[tuple[int, int]] = []
-    real = StreamBus.publish_each
+    real_commit = service.durable.commit
+    before_commit: list[tuple[int, int]] = []
 
-    def watching(bus: StreamBus, messages: Any, maxlen: Any = None, **options: Any) -> Any:
-        for _stream, _type, response in messages:
-            seen.append((response.index, int(client.xlen(harness.names.log))))
-        return real(bus, messages, maxlen, **options)
+    def watching(expected: int, entries: Any, fences: Any, **more: Any) -> Any:
+        before_commit.append((len(harness.answers()), pending(client, harness)))
+        return real_commit(expected, entries, fences, **more)
 
-    service.bus.publish_each = watching.__get__(service.bus)  # type: ignore[method-assign]
+    service.durable.commit = watching  # type: ignore[method-assign]
+    published: list[object] = []
+    service.bus.publish_each = lambda *a, **k: published.append(a)  # type: ignore[method-assign]
     harness.send(register("a"), register("b"))
     service.poll_once()
-    assert len(seen) == 2 and all(index <= logged for index, logged in seen)
+    assert before_commit == [(0, 2)]  # one commit; nothing answered or acked before it
+    assert published == []  # nothing sent apart from the commit
+    got = answers(harness)
+    assert set(got) == {"reg-a", "reg-b"} and all(r.ok for r in got.values())
+    assert max(r.index for r in got.values()) == harness.log_length()
+    assert pending(client, harness) == 0
+
+
+def test_an_answer_that_cannot_be_written_leaves_the_commit_and_the_others(
+    harness: Any, client: redis.Redis, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reply stream that is not a stream (someone's string key): the batch commits, the
+    other answer goes out, every message is acked, and the failure is logged."""
+    service: LeaderService = harness.leader()
+    client.set("not-a-stream", "x")
+    harness.send(register("a", reply_to="not-a-stream"), register("b"))
+    with caplog.at_level("ERROR"):
+        service.poll_once()
+    assert set(answers(harness)) == {"reg-b"}
+    assert service.store.job("default", "a") is not None
+    assert service.store.latest_index() == harness.log_length()
+    assert pending(client, harness) == 0
+    assert "answer 1" in caplog.text and "WRONGTYPE" in caplog.text
+    assert client.get("not-a-stream") == b"x"
+
+
+def pending(client: redis.Redis, harness: Any) -> int:
+    """The leader's messages read but not acked."""
+    return int(client.xpending(harness.names.requests, LEADER_GROUP)["pending"])
 
 
 def test_a_request_that_raises_leaves_the_staged_ones_durable(harness: Any) -> None:
@@ -178,11 +210,11 @@ def test_a_flush_that_cannot_reach_redis_rebuilds_the_store_from_the_log(harness
     real_commit = service.durable.commit
     failed: list[int] = []
 
-    def reset_once(expected: int, entries: Any, fences: Any) -> Any:
+    def reset_once(expected: int, entries: Any, fences: Any, **more: Any) -> Any:
         if len(entries) > 1 and not failed:
             failed.append(len(entries))
             raise redis.ConnectionError("connection reset before the script ran")
-        return real_commit(expected, entries, fences)
+        return real_commit(expected, entries, fences, **more)
 
     service.durable.commit = reset_once  # type: ignore[method-assign]
     harness.send(register("a"), register("b"))
@@ -253,11 +285,11 @@ def test_the_hosted_broker_is_handed_entries_only_once_durable_and_again_after_a
 
     real_commit = service.durable.commit
 
-    def refused(expected: int, entries: Any, fences: Any) -> Any:
+    def refused(expected: int, entries: Any, fences: Any, **more: Any) -> Any:
         intruder = LogEntry(expected + 1, service.stats.term, UpsertEvals(()))
         assert real_commit(expected, [intruder], [None]).ok
         service.durable.commit = real_commit  # type: ignore[method-assign]
-        return real_commit(expected, entries, fences)
+        return real_commit(expected, entries, fences, **more)
 
     service.durable.commit = refused  # type: ignore[method-assign]
     harness.send(register("d"), register("e"))
