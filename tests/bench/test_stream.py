@@ -219,9 +219,11 @@ def test_a_tiny_run_prints_every_figure_and_every_job_commits() -> None:
         assert per_eval["leader"] > 0 and per_eval["api"] > 0
         spent = sum(v for k, v in per_eval.items() if k not in ("load", "drover"))
         assert abs(per_eval["drover"] - spent) <= 0.01 * len(per_eval)  # rounded terms
-        # Every evaluation costs at least its delivery (XADD) and the leader's commit (EVALSHA).
+        # Every evaluation costs at least its request (an XADD) and its log entries (XADDs in
+        # the commit's script, whose commands Redis counts too); the registrations and plans
+        # of one leader turn share a commit (EVALSHA), so a busy turn has fewer than one each.
         calls = line["redis_calls_per_eval"]
-        assert calls["xadd"] >= 1 and calls["evalsha"] >= 1
+        assert calls["xadd"] >= 2 and calls["evalsha"] > 0
         assert calls["all"] >= sum(v for k, v in calls.items() if k != "all") - 0.1 * len(calls)
     for line in (rate, burst):
         assert [f for f in STREAMED if f not in line] == []
