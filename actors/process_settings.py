@@ -27,6 +27,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -177,3 +178,20 @@ def after_state_applied() -> None:
 def when_idle() -> bool:
     """This process's `HeapPacer.when_idle` (a no-op until `pace_heap()`)."""
     return HEAP.when_idle()
+
+
+def lower_thread_priority(niceness: int) -> bool:
+    """Run the calling thread at nice `niceness` if that is a lower priority than it has.
+    Linux keeps a nice value per thread (and a thread it starts inherits it), so this
+    touches no other thread. Never raises the priority (an unprivileged process may not);
+    quietly does nothing elsewhere than Linux. True if the thread's nice value changed."""
+    if sys.platform != "linux":
+        return False
+    tid = threading.get_native_id()
+    try:
+        if os.getpriority(os.PRIO_PROCESS, tid) >= niceness:
+            return False
+        os.setpriority(os.PRIO_PROCESS, tid, niceness)
+    except OSError:
+        return False
+    return True

@@ -42,6 +42,7 @@ import orjson
 from actors.api.core import Api, ApiError, ApiRequest, ApiResponse
 from actors.api.core.blocking import query_options
 from actors.api.core.streaming import MultiQuery, StreamBody
+from actors.process_settings import lower_thread_priority
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +99,11 @@ class ApiHttpServer:
         idle_timeout_s: float = IDLE_TIMEOUT_S,
         ssl_context: ssl.SSLContext | None = None,
         handler_threads: int = HANDLER_THREADS,
+        niceness: int | None = None,
     ) -> None:
-        """Binds at once (the address is known before `start()` serves it)."""
+        """Binds at once (the address is known before `start()` serves it). `niceness`:
+        the nice value its threads (the event loop and the handlers) run at, if that is a
+        lower priority than the starting thread's (Linux)."""
         self.api = api
         self.max_body_bytes = max_body_bytes
         self.max_connections = max_connections
@@ -109,7 +113,10 @@ class ApiHttpServer:
         self.open_connections = 0
         self._sock = socket.create_server(parse_addr(addr), backlog=LISTEN_BACKLOG)
         self.server_address: tuple[Any, ...] = self._sock.getsockname()
-        self._pool = ThreadPoolExecutor(handler_threads, thread_name_prefix="drover-http")
+        self.niceness = niceness
+        self._pool = ThreadPoolExecutor(
+            handler_threads, thread_name_prefix="drover-http", initializer=self._lower_priority
+        )
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
@@ -132,7 +139,12 @@ class ApiHttpServer:
         self._ready.wait(10)
         return self
 
+    def _lower_priority(self) -> None:
+        if self.niceness is not None:
+            lower_thread_priority(self.niceness)
+
     def _run(self) -> None:
+        self._lower_priority()  # the threads this one starts (the replica's watcher) inherit it
         asyncio.set_event_loop(self._loop)
         self._loop.run_until_complete(self._open())
         self._ready.set()

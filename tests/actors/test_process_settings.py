@@ -4,6 +4,9 @@ cheap because the store and the scheduling core make no reference cycles, checke
 from __future__ import annotations
 
 import gc
+import os
+import sys
+import threading
 import weakref
 from collections.abc import Iterator
 
@@ -13,6 +16,7 @@ from actors.process_settings import (
     HEAP,
     SWITCH_INTERVAL_S,
     HeapPacer,
+    lower_thread_priority,
     paced_heap,
     switch_interval_s,
 )
@@ -207,3 +211,25 @@ def test_the_switch_interval_is_half_a_millisecond_unless_the_environment_says()
     assert switch_interval_s({"DROVER_SWITCH_INTERVAL_US": "5000"}) == 0.005
     with pytest.raises(ValueError, match=r"DROVER_SWITCH_INTERVAL_US.*'fast'"):
         switch_interval_s({"DROVER_SWITCH_INTERVAL_US": "fast"})
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a nice value per thread is Linux's")
+def test_a_thread_lowers_its_own_priority_only_and_never_raises_it() -> None:
+    seen: dict[str, tuple[bool, int]] = {}
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+
+    def lower(name: str, niceness: int) -> None:
+        changed = lower_thread_priority(niceness)
+        seen[name] = (changed, os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+
+    def lower_then_ask_for_more() -> None:
+        lower("lowered", min(19, mine + 2))
+        lower("raised", mine)  # back up: refused, whatever the process may do
+
+    thread = threading.Thread(target=lower_then_ask_for_more)
+    thread.start()
+    thread.join()
+    lowered = min(19, mine + 2)  # 19 is the lowest priority there is
+    assert seen["lowered"] == (lowered > mine, lowered)
+    assert seen["raised"] == (False, lowered)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine  # not this one

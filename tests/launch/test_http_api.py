@@ -7,6 +7,8 @@ peer failures as CLI scenarios: -preserve-counts, Nomad #24957 and `job history`
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import time
 import urllib.error
@@ -24,7 +26,7 @@ from actors.agent.core import FleetSpec
 from actors.api.core.shapes import job_to_nomad
 from contracts.jobspec import parse_job_file
 from launch.cli import main as cli
-from launch.system import DroverSystem, SystemConfig
+from launch.system import API_NICENESS, DroverSystem, SystemConfig
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TOKEN = "0b5c7a9e-4e0b-4a57-9a43-1c1e2d3f4a5b"
@@ -163,6 +165,20 @@ def test_a_small_job_is_placed_when_its_registration_is_answered(system: DroverS
         assert {a["EvalID"] for a in allocs} == {reply["EvalID"]}
         assert http(system, "GET", f"/v1/evaluation/{reply['EvalID']}")[1]["Status"] == "complete"
         assert http(system, "DELETE", f"/v1/job/{job_id}?purge=true")[0] == 200
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a nice value per thread is Linux's")
+def test_the_apis_threads_run_at_the_actors_priority(
+    system: DroverSystem,
+) -> None:
+    assert http(system, "GET", "/v1/jobs")[0] == 200  # a handler thread exists
+    niceness = {
+        thread.name: os.getpriority(os.PRIO_PROCESS, thread.native_id)
+        for thread in threading.enumerate()
+        if thread.native_id is not None
+    }
+    api = {name: nice for name, nice in niceness.items() if name.startswith("drover-http")}
+    assert api and set(api.values()) == {max(API_NICENESS, niceness["MainThread"])}, niceness
 
 
 def test_nodes_and_status_endpoints_over_http(system: DroverSystem) -> None:

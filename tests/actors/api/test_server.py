@@ -4,12 +4,15 @@ request: the body was held until the client's delayed ACK of the headers, ~40 ms
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import socket
 import ssl
 import struct
 import subprocess
+import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -233,4 +236,42 @@ def test_blocking_queries_wait_on_the_loop_not_on_handler_threads() -> None:
     finally:
         for conn in waiting:
             conn.close()
+        server.stop()
+
+
+class NiceOf:
+    """Answers with the nice value of the thread that handled the request."""
+
+    def handle(self, request: ApiRequest) -> ApiResponse:
+        nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        return ApiResponse(200, {"nice": nice, "caller": threading.current_thread().name})
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a nice value per thread is Linux's")
+def test_its_threads_run_at_the_niceness_given_and_the_starting_thread_keeps_its_own() -> None:
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    wanted = min(19, mine + 3)
+    server = ApiHttpServer("127.0.0.1:0", cast(Api, NiceOf()), niceness=wanted).start()
+    try:
+        host, port = server.server_address[:2]
+        reply = _get(str(host), int(port), "/v1/anything")
+        answer = orjson.loads(reply.partition(b"\r\n\r\n")[2])
+        assert answer["caller"].startswith("drover-http")  # a handler thread answered...
+        assert answer["nice"] == wanted  # ...at the niceness given
+        assert server._thread is not None and server._thread.native_id is not None
+        assert os.getpriority(os.PRIO_PROCESS, server._thread.native_id) == wanted  # the loop
+        assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == mine
+    finally:
+        server.stop()
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="a nice value per thread is Linux's")
+def test_without_a_niceness_its_threads_keep_the_starting_threads() -> None:
+    mine = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    server = ApiHttpServer("127.0.0.1:0", cast(Api, NiceOf())).start()
+    try:
+        host, port = server.server_address[:2]
+        answer = orjson.loads(_get(str(host), int(port), "/v1/x").partition(b"\r\n\r\n")[2])
+        assert answer["nice"] == mine
+    finally:
         server.stop()
