@@ -4,8 +4,8 @@
 (every field goes through `object.__setattr__`). Applying a 1,000-allocation plan stamps
 every record, so the store uses functions generated once per (class, fields) that fill the
 slots of a new instance directly through their descriptors (~0.9 us). The result equals
-`dataclasses.replace(obj, **changes)`; classes with a `__post_init__` or without slots fall
-back to calling the constructor.
+`dataclasses.replace(obj, **changes)`; classes with a `__post_init__`, an init=False field or
+no slots fall back to calling the constructor.
 """
 
 from __future__ import annotations
@@ -24,12 +24,16 @@ def replacer(cls: type[T], *names: str) -> Callable[..., T]:
     unknown = set(names) - set(fields)
     if unknown:
         raise ValueError(f"{cls.__name__} has no fields {sorted(unknown)}")
+    not_init = sorted(f.name for f in all_fields if not f.init and f.name in names)
+    if not_init:  # as dataclasses.replace: the constructor sets them
+        raise ValueError(f"{cls.__name__} fields {not_init} are init=False: cannot replace")
     # The generated function's own names start with "__", which no field's does, so that
     # a field named `src` or `obj` cannot collide with them.
     value = {f: f if f in names else f"__src.{f}" for f in fields}
     namespace: dict[str, Any] = {"__cls": cls, "__new": object.__new__}
     slotted = all(f in cls.__dict__ and f in getattr(cls, "__slots__", ()) for f in fields)
-    if slotted and not hasattr(cls, "__post_init__"):
+    # A field the constructor sets itself (init=False) is not copied: the constructor runs.
+    if slotted and not hasattr(cls, "__post_init__") and all(f.init for f in all_fields):
         body = ["    __obj = __new(__cls)"]
         for f in fields:
             namespace[f"__set_{f}"] = cls.__dict__[f].__set__

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from contracts import EvalStatus, Evaluation, Job
 from contracts.copying import replaced, replacer
 
@@ -29,6 +31,24 @@ def test_fields_named_as_the_generated_functions_locals_are_copied_right() -> No
 def test_a_subclass_copies_as_itself() -> None:
     copy = replaced(Unslotted(1), src=3)
     assert type(copy) is Unslotted and copy == dataclasses.replace(Unslotted(1), src=3)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Derived:
+    """A slotted record with a field its constructor sets (init=False), no __post_init__."""
+
+    value: int
+    cache: int = dataclasses.field(default=0, init=False, compare=False)
+
+
+def test_a_field_the_constructor_sets_is_set_again_not_copied() -> None:
+    record = Derived(1)
+    object.__setattr__(record, "cache", 99)  # as a record that filled its cache
+    copy = replacer(Derived, "value")(record, 2)
+    expected = dataclasses.replace(record, value=2)
+    assert copy == expected and copy.cache == expected.cache == 0
+    with pytest.raises(ValueError, match=r"\['cache'\] are init=False"):
+        replacer(Derived, "cache")
 
 
 def test_records_copy_as_dataclasses_replace_does() -> None:
