@@ -304,7 +304,7 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         # left, applied at once, and all of them made durable by one commit at the end (a
         # fenced one flushes what is staged before it commits alone), together with the
         # plans of the small evals they made ready, scheduled here on the staged state.
-        # Answers go after.
+        # Their answers go out with that commit.
         answers: list[tuple[str, str, object]] = []
         self._staged = []
         try:
