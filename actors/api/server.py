@@ -52,6 +52,7 @@ MAX_CONNECTIONS = 16_384
 IDLE_TIMEOUT_S = 30.0
 LISTEN_BACKLOG = 1024
 HEADER_LIMIT = 64 * 1024
+REFUSAL_LINGER_S = 1.0  # a refused connection's 503 is sent and its input read for this long
 # A write holds its handler thread until the leader answers, so these bound the writes the
 # leader can take in one turn: at 16, 32 clients registering small jobs left half of them
 # queued here and the leader committed smaller batches. At 64 (1,000 jobs/s offered by 32
@@ -193,7 +194,15 @@ class ApiHttpServer:
             self.refused_connections += 1
             with contextlib.suppress(Exception):
                 writer.write(BUSY)
-                await asyncio.wait_for(writer.drain(), 1.0)
+                async with asyncio.timeout(REFUSAL_LINGER_S):
+                    await writer.drain()
+                    # A lingering close: the 503 is followed by our FIN, and what the client
+                    # sent is read until it closes too. Closed with its request unread, the
+                    # socket sent a reset, which could reach the client before it read the
+                    # 503 ("connection reset by peer" instead of "too many connections").
+                    writer.write_eof()
+                    while await reader.read(1 << 16):
+                        pass
             writer.close()
             return
         self.open_connections += 1
@@ -266,9 +275,8 @@ class ApiHttpServer:
         remaining = length if length <= 4 * self.max_body_bytes else 0
         with contextlib.suppress(TimeoutError, ConnectionError):
             while remaining > 0:
-                chunk = await asyncio.wait_for(
-                    reader.read(min(remaining, 1 << 16)), self.idle_timeout_s
-                )
+                async with asyncio.timeout(self.idle_timeout_s):
+                    chunk = await reader.read(min(remaining, 1 << 16))
                 if not chunk:
                     return
                 remaining -= len(chunk)
@@ -308,7 +316,8 @@ class ApiHttpServer:
             if remaining <= 0:
                 return response
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(change), remaining)
+                async with asyncio.timeout(remaining):
+                    await asyncio.shield(change)
 
     async def _stream(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, body: StreamBody
@@ -328,7 +337,8 @@ class ApiHttpServer:
                 if chunks is None:
                     writer.write(b"0\r\n\r\n")
                     ended = True
-                    await asyncio.wait_for(writer.drain(), self.idle_timeout_s)
+                    async with asyncio.timeout(self.idle_timeout_s):
+                        await writer.drain()
                     return
                 if loop.time() >= beat_at:
                     chunks.append(body.heartbeat())
@@ -341,7 +351,8 @@ class ApiHttpServer:
                     )
                     continue
                 writer.write(b"".join(b"%x\r\n%b\r\n" % (len(c), c) for c in chunks if c))
-                await asyncio.wait_for(writer.drain(), self.idle_timeout_s)
+                async with asyncio.timeout(self.idle_timeout_s):
+                    await writer.drain()
         except TimeoutError:
             pass  # the client does not read what it asked for: let it go
         finally:
@@ -349,9 +360,9 @@ class ApiHttpServer:
                 # The server stops: the stream ends as a finished response, as a Go handler
                 # returning on shutdown ends Nomad's, so the client reads an end, not a
                 # connection cut mid-chunk ("Response ended prematurely"). Here, not only
-                # on CancelledError: Python 3.11's wait_for swallows a cancel that lands as
-                # the drain it waits on completes, and the loop then ends as `gone` (also
-                # cancelled by the stop) is done.
+                # on CancelledError: the loop also ends once `gone` (cancelled by the stop
+                # as well) is done. (Waits use asyncio.timeout: 3.11's wait_for swallowed a
+                # cancel that landed as the drain it waited on completed.)
                 writer.write(b"0\r\n\r\n")
             gone.cancel()
             body.close()
