@@ -15,6 +15,7 @@ from pathlib import Path
 
 import redis
 
+from actors.streams.bus import as_text
 from actors.streams.names import StreamNames
 from contracts.state_log import LogEntry, decode_entry, encode_entry
 
@@ -113,9 +114,9 @@ class DurableLog:
         if int(reply[0]) == 1:
             self.appended_bytes += size
             for error in reply[2:]:
-                log.error("committed at %s, but not written: %s", reply[1], _text(error))
+                log.error("committed at %s, but not written: %s", reply[1], as_text(error))
             return CommitOutcome(True, int(reply[1]))
-        reason = _text(reply[1])
+        reason = as_text(reply[1])
         if reason == "term":
             raise NotLeaderError(f"term {self.term} is no longer current")
         return CommitOutcome(False, int(reply[2]), reason)
@@ -139,7 +140,3 @@ class DurableLog:
                 yield entry
             last_id = rows[-1][0].decode() if isinstance(rows[-1][0], bytes) else rows[-1][0]
             start = f"({last_id}"
-
-
-def _text(value: object) -> str:
-    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)

@@ -331,7 +331,7 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         outgoing = BatchAnswers(answers, acks, REPLY_STREAM_MAXLEN)
         self._schedule_staged(outgoing)
         if not outgoing.sent:
-            self.bus.publish_each(outgoing.answers, maxlen=REPLY_STREAM_MAXLEN, ack=acks)
+            self.bus.publish_each(outgoing.answers, maxlen=outgoing.maxlen, ack=outgoing.acks)
 
     # -- decisions -----------------------------------------------------------------------------
 

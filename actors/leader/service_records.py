@@ -9,11 +9,10 @@ from typing import Protocol
 
 from actors.leader.durable_log import Outbox
 from actors.state import StateReader
-from actors.streams.envelope import encode_message
+from actors.streams.bus import encoded
 from contracts.copying import replacer
 from contracts.messages import LeaderResponse
 from contracts.state_log import LogEntry
-from observability import inject
 
 
 @dataclass
@@ -97,12 +96,6 @@ class BatchAnswers:
         self.answers = [visible_at(answer, index) for answer in self.answers]
 
     def outbox(self) -> Outbox:
-        """Encoded for the commit's script, carrying the current span's context (as
-        `StreamBus.publish_each` would)."""
-        trace = inject()
-        replies = [
-            (stream, encode_message(kind, response, trace))
-            for stream, kind, response in self.answers
-        ]
+        """Encoded for the commit's script as `StreamBus.publish_each` would write them."""
         stream, group, ids = self.acks
-        return Outbox(replies, self.maxlen, stream, group, ids)
+        return Outbox(encoded(self.answers), self.maxlen, stream, group, ids)

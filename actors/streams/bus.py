@@ -135,18 +135,17 @@ class StreamBus:
                 assert ack is not None
                 self.ack(*ack)
             return []
-        if trace is None:
-            trace = inject()
-        if len(messages) == 1 and not acked:  # a pipeline of one costs ~20 us more CPU
-            stream, type_name, message = messages[0]
-            fields = _wire(encode_message(type_name, message, trace))
-            return [_text(self.client.xadd(stream, fields, maxlen=maxlen, approximate=True))]
+        entries = encoded(messages, trace)
+        if len(entries) == 1 and not acked:  # a pipeline of one costs ~20 us more CPU
+            stream, fields = entries[0]
+            return [
+                as_text(self.client.xadd(stream, _wire(fields), maxlen=maxlen, approximate=True))
+            ]
         pipe = self.client.pipeline(transaction=False)
-        for stream, type_name, message in messages:
-            fields = _wire(encode_message(type_name, message, trace))
-            pipe.xadd(stream, fields, maxlen=maxlen, approximate=True)
+        for stream, fields in entries:
+            pipe.xadd(stream, _wire(fields), maxlen=maxlen, approximate=True)
         if not acked:
-            return [_text(entry_id) for entry_id in pipe.execute()]
+            return [as_text(entry_id) for entry_id in pipe.execute()]
         assert ack is not None
         pipe.xack(ack[0], ack[1], *ack[2])
         # The entries are acked whatever becomes of their answers (the XACK runs even if an
@@ -160,7 +159,7 @@ class StreamBus:
             if isinstance(reply, Exception):
                 log.error("an answer to %s could not be written: %s", stream, reply)
             else:
-                ids.append(_text(reply))
+                ids.append(as_text(reply))
         return ids
 
     def dead_letter(
@@ -181,7 +180,7 @@ class StreamBus:
             message_id=message_id,
             consumer=consumer,
             reason=reason,
-            fields={_text(k): _text(v) for k, v in fields.items()},
+            fields={as_text(k): as_text(v) for k, v in fields.items()},
         )
         log.warning("dead letter %s %s (consumer %s): %s", stream, message_id, consumer, reason)
         pipe = self.client.pipeline(transaction=True)
@@ -193,7 +192,7 @@ class StreamBus:
         )
         if group is not None:
             pipe.xack(stream, group, message_id)
-        return _text(pipe.execute()[0])
+        return as_text(pipe.execute()[0])
 
     # -- consumer groups ----------------------------------------------------------------------
 
@@ -296,7 +295,7 @@ class StreamBus:
         """The group's backlog, or None if the stream or group does not exist."""
         try:
             groups = self.client.xinfo_groups(stream)
-            info = next((g for g in groups if _text(g["name"]) == group), None)
+            info = next((g for g in groups if as_text(g["name"]) == group), None)
             if info is None:
                 return None
             consumers = self.client.xinfo_consumers(stream, group)
@@ -304,7 +303,7 @@ class StreamBus:
             if "no such key" in str(exc).lower() or str(exc).startswith("NOGROUP"):
                 return None
             raise
-        last = _text(info["last-delivered-id"])
+        last = as_text(info["last-delivered-id"])
         lag = info.get("lag")
         if lag is None:
             after = self.client.xrange(stream, f"({last}", "+", count=undelivered_limit)
@@ -316,7 +315,8 @@ class StreamBus:
             undelivered=int(lag),
             last_delivered_id=last,
             consumers={
-                _text(c["name"]): ConsumerInfo(int(c["pending"]), int(c["idle"])) for c in consumers
+                as_text(c["name"]): ConsumerInfo(int(c["pending"]), int(c["idle"]))
+                for c in consumers
             },
         )
 
@@ -374,7 +374,7 @@ class StreamBus:
         counts: dict[str, int] = {}
         for rows in pipe.execute():
             for row in rows:
-                counts[_text(row["message_id"])] = int(row["times_delivered"])
+                counts[as_text(row["message_id"])] = int(row["times_delivered"])
         return [Entry(e.id, e.fields, max(1, counts.get(e.id, 1))) for e in entries]
 
     def _find_deleted(
@@ -395,7 +395,7 @@ class StreamBus:
             stream, group, min=start, max=end, count=10 * want + 10, consumername=consumer
         )
         known = {e.id for e in live}
-        candidates = [_text(r["message_id"]) for r in rows]
+        candidates = [as_text(r["message_id"]) for r in rows]
         candidates = [i for i in candidates if i not in known]
         if not candidates:
             return []
@@ -403,6 +403,20 @@ class StreamBus:
         for entry_id in candidates:
             pipe.xrange(stream, entry_id, entry_id, count=1)
         return [i for i, found in zip(candidates, pipe.execute(), strict=True) if not found]
+
+
+def encoded(
+    messages: Sequence[tuple[str, str, object]], trace: Mapping[str, str] | None = None
+) -> list[tuple[str, Fields]]:
+    """Each (stream, type name, message) as (stream, entry fields), carrying `trace` or else
+    the context of the span current on this thread: what `publish` writes (the leader's
+    commit script writes a batch's answers from it too)."""
+    if trace is None:
+        trace = inject()
+    return [
+        (stream, encode_message(type_name, message, trace))
+        for stream, type_name, message in messages
+    ]
 
 
 def _wire(fields: Fields) -> dict[FieldT, EncodableT]:
@@ -422,15 +436,16 @@ def parse_autoclaim(reply: Any) -> tuple[str, list[Entry], list[str], int]:
         if entry_id is None:
             missing += 1
         elif fields:
-            live.append(Entry(_text(entry_id), dict(fields)))
+            live.append(Entry(as_text(entry_id), dict(fields)))
         else:
-            deleted.append(_text(entry_id))
+            deleted.append(as_text(entry_id))
     if len(reply) > 2:
-        deleted.extend(_text(i) for i in reply[2] or ())
-    return _text(reply[0]), live, deleted, missing
+        deleted.extend(as_text(i) for i in reply[2] or ())
+    return as_text(reply[0]), live, deleted, missing
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A reply's bytes (or anything) as text, never raising on bad UTF-8."""
     if isinstance(value, bytes):
         return value.decode(errors="backslashreplace")
     return str(value)
@@ -438,7 +453,7 @@ def _text(value: Any) -> str:
 
 def _entry(item: Any) -> Entry:
     entry_id, fields = item
-    return Entry(_text(entry_id), dict(fields) if fields else {})
+    return Entry(as_text(entry_id), dict(fields) if fields else {})
 
 
 def _entries(reply: Any) -> list[Entry]:
