@@ -267,6 +267,8 @@ class DroverSystem(FleetMethods):
             client,
             names,
             self.leader_link.send,
+            submit=self.leader_link.submit,
+            write_timeout_s=self.leader_link.timeout_s,
             acl_enabled=config.acl_enabled,
             job_limits=config.job_limits,
             fleet_manager=self,

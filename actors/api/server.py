@@ -2,11 +2,14 @@
 
 One event-loop thread holds every connection, so an idle or slow client costs a few KB, not
 a thread: 5,000 clients that never finish their request line leave a normal request's
-latency as it was. The API core is synchronous (it reads a replica's snapshot, writes wait
-for the leader), so a request's `Api.handle` runs on a small thread pool. A blocking query
-(`?index=N`) does not hold a pool thread while it waits: it is answered at once with
-`wait=0`, and while the answer's index has not passed N the connection waits on the loop
-for the replica's next change (one watcher thread for all of them), then asks again.
+latency as it was. The API core is synchronous (it reads a replica's snapshot, may wait for
+it), so a request's `Api.begin` runs on a thread pool. A write handler's last step, its
+write to the leader, is sent from there but not waited for on it: the loop awaits the
+leader's answer (set on the leader link's reader thread) and `Api.finish` renders it, so
+writes in flight hold no thread (loop_inbox.py hands answers to the loop in batches). A
+blocking query (`?index=N`) does not hold a pool thread while it waits: it is answered with
+`wait=0` at once, and while the answer's index has not passed N the connection waits on the
+loop for the replica's next change (one watcher thread for all of them), then asks again.
 
 Limits: past `max_connections` a new connection is answered 503 at once and closed; a
 client silent for `idle_timeout_s` (its request line, headers or body, the next request on
@@ -40,8 +43,10 @@ from urllib.parse import parse_qsl, urlsplit
 import orjson
 
 from actors.api.core import Api, ApiError, ApiRequest, ApiResponse
+from actors.api.core.api import WriteInFlight
 from actors.api.core.blocking import query_options
 from actors.api.core.streaming import MultiQuery, StreamBody
+from actors.api.loop_inbox import LoopInbox
 from actors.process_settings import lower_thread_priority
 
 log = logging.getLogger(__name__)
@@ -53,12 +58,11 @@ IDLE_TIMEOUT_S = 30.0
 LISTEN_BACKLOG = 1024
 HEADER_LIMIT = 64 * 1024
 REFUSAL_LINGER_S = 1.0  # a refused connection's 503 is sent and its input read for this long
-# A write holds its handler thread until the leader answers, so these bound the writes the
-# leader can take in one turn: at 16, 32 clients registering small jobs left half of them
-# queued here and the leader committed smaller batches. At 64 (1,000 jobs/s offered by 32
-# clients, alternating pairs): 654 / 802 / 806 evals/s against 604 / 616 / 737; at 32,
-# 577 / 602 / 556 / 681 against 495 / 538 / 526 / 492. Blocking queries wait on the loop,
-# not here.
+# Handlers read and parse; a write waits for the leader on the loop, holding none of them.
+# Before that, a write held its thread until the leader answered, and the threads bounded the
+# writes a leader turn could take: at 16, 32 clients registering small jobs left half of them
+# queued here (1,000 jobs/s offered by 32 clients: 64 threads 654 / 802 / 806 evals/s against
+# 604 / 616 / 737 at 16). Blocking queries wait on the loop too.
 HANDLER_THREADS = 64
 BUSY = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
@@ -125,6 +129,7 @@ class ApiHttpServer:
             handler_threads, thread_name_prefix="drover-http", initializer=self._lower_priority
         )
         self._loop = asyncio.new_event_loop()
+        self._inbox = LoopInbox(self._loop)
         self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
         self._ready = threading.Event()
@@ -288,7 +293,23 @@ class ApiHttpServer:
     # -- answering ------------------------------------------------------------------------
 
     async def _handle(self, request: ApiRequest) -> ApiResponse:
-        return await self._loop.run_in_executor(self._pool, self.api.handle, request)
+        started = await self._inbox.wrap(self._pool.submit(self.api.begin, request))
+        if isinstance(started, ApiResponse):
+            return started
+        return await self._finish_write(started)
+
+    async def _finish_write(self, flight: WriteInFlight) -> ApiResponse:
+        """Wait on the loop for the leader's answer to a write the handler sent: no thread
+        is held meanwhile, so the writes in flight are not bounded by the handler threads."""
+        try:
+            async with asyncio.timeout(flight.timeout_s):
+                response = await self._inbox.wrap(flight.answer)
+        except TimeoutError:
+            message = f"the leader did not answer within {flight.timeout_s:g}s"
+            return ApiResponse(503, f"{message}; the write may still be applied")
+        finally:
+            flight.answer.cancel()  # forgets it if it is still waiting (no-op once answered)
+        return self.api.finish(flight, response)
 
     async def _answer(self, request: ApiRequest) -> ApiResponse:
         if request.method != "GET" or "index" not in request.query:

@@ -17,12 +17,14 @@ into Nomad's events (core/events.py) and published to `events`, the broker subsc
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import os
 import threading
 import uuid
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, InvalidStateError
 from typing import Any, Protocol
 
 import redis
@@ -52,7 +54,10 @@ from contracts.usage import REPORT_TYPE, UsageReport, decode_report
 # milliseconds: the leader appended them before answering).
 READ_BARRIER_TIMEOUT_S = 10.0
 DEFAULT_RPC_PORT = 4647  # Nomad's default `ports { rpc }`
-NODE_COMMAND_TIMEOUT_S = 10.0  # an agent answers in milliseconds; a node may have just died
+NODE_COMMAND_TIMEOUT_S = 10.0
+DEFAULT_WRITE_TIMEOUT_S = (
+    30.0  # as the leader link's own  # an agent answers in milliseconds; a node may have just died
+)
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +87,8 @@ class ApiService:
         names: StreamNames,
         send: Callable[[LeaderRequest], LeaderResponse],
         *,
+        submit: Callable[[LeaderRequest], Future[LeaderResponse]] | None = None,
+        write_timeout_s: float = DEFAULT_WRITE_TIMEOUT_S,
         acl_enabled: bool = False,
         fleet_manager: FleetManager | None = None,
         packager: Callable[[Job], Job] | None = None,
@@ -93,6 +100,8 @@ class ApiService:
         self.job_limits = job_limits
         self.names = names
         self.send = send
+        self._submit = submit
+        self.write_timeout_s = write_timeout_s
         self.acl_enabled = acl_enabled
         self._advertised = ""
         self.fleet_manager = fleet_manager
@@ -154,18 +163,49 @@ class ApiService:
         except LeaderUnanswered as exc:
             raise ApiError(503, str(exc)) from None
         except (redis.ConnectionError, redis.TimeoutError) as exc:
-            # Reads still come from this API's replica; a write cannot reach the leader.
-            raise ApiError(
-                503,
-                f"Redis is unreachable ({exc}): the request did not reach the leader; retry"
-                " when it is back",
-            ) from None
+            raise _unreachable(exc) from None
+        self._answered(response)
+        return response
+
+    def submit(self, request: LeaderRequest) -> Future[LeaderResponse]:
+        """Send a write and return without waiting: the future resolves with the leader's
+        answer, the read barrier already past it. Without a `submit` of the link's, the write
+        is sent (and answered) before this returns."""
+        if self._submit is None:
+            done: Future[LeaderResponse] = Future()
+            done.set_result(self.write(request))
+            return done
+        if not request.request_id:
+            request = _with_request_id(request)
+        try:
+            sent = self._submit(request)
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            raise _unreachable(exc) from None
+        # The caller's future is resolved only once the read barrier is past the answer,
+        # whoever waits on it and however (a callback or a blocked result()).
+        answered: Future[LeaderResponse] = Future()
+        sent.add_done_callback(lambda done: self._relay(done, answered))
+        answered.add_done_callback(lambda mine: sent.cancel() if mine.cancelled() else None)
+        return answered
+
+    def _relay(self, sent: Future[LeaderResponse], answered: Future[LeaderResponse]) -> None:
+        if sent.cancelled():
+            answered.cancel()
+            return
+        error = sent.exception()
+        with contextlib.suppress(InvalidStateError):  # its caller gave up meanwhile
+            if error is not None:
+                answered.set_exception(error)
+            else:
+                self._answered(sent.result())
+                answered.set_result(sent.result())
+
+    def _answered(self, response: LeaderResponse) -> None:
         if response.ok and response.index:
             # What the leader committed before answering (a small job's placement) included.
             visible = max(response.index, response.visible_index)
             with self._barrier_lock:
                 self.read_barrier = max(self.read_barrier, visible)
-        return response
 
     def advertise(self, host: str, rpc_port: int = DEFAULT_RPC_PORT) -> None:
         """Set this agent's advertise address (the host its HTTP server is bound to) and the
@@ -276,6 +316,15 @@ class ApiService:
             except (BadMessage, CodecError):
                 continue  # telemetry: a bad entry leaves a gap, as the autoscaler treats it
         return reports
+
+
+def _unreachable(exc: Exception) -> ApiError:
+    # Reads still come from this API's replica; a write cannot reach the leader.
+    return ApiError(
+        503,
+        f"Redis is unreachable ({exc}): the request did not reach the leader; retry when it"
+        " is back",
+    )
 
 
 class _RequestIds:

@@ -19,7 +19,7 @@ import contextlib
 import logging
 import threading
 import uuid
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import TimeoutError as FutureTimeout
 
 import redis
@@ -76,25 +76,44 @@ class LeaderLink:
 
     def send(self, request: LeaderRequest, timeout_s: float | None = None) -> LeaderResponse:
         """The leader's answer to `request` (which must carry a request id)."""
+        future = self.submit(request)
+        wait = self.timeout_s if timeout_s is None else timeout_s
+        try:
+            return future.result(timeout=wait)
+        except FutureTimeout:
+            raise LeaderUnanswered(
+                f"the leader did not answer request {request.request_id} within {wait:.0f}s"
+            ) from None
+        finally:
+            future.cancel()  # forgets the request if it is still waiting
+
+    def submit(self, request: LeaderRequest) -> Future[LeaderResponse]:
+        """Put `request` (which must carry a request id) on the leader's stream and return
+        at once: the future resolves, on this link's reader thread, with the leader's answer.
+        Nothing times it out: the caller waits as long as it wants, then cancels it, which
+        forgets the request (an answer arriving later is dropped). Redis errors of the send
+        are raised here."""
         if not request.request_id:
             raise ValueError("a request sent over the stream needs a request id")
+        request_id = request.request_id
         future: Future[LeaderResponse] = Future()
         with self._lock:
-            self._waiting[request.request_id] = future
+            self._waiting[request_id] = future
+        future.add_done_callback(lambda _: self._forget(request_id, future))
         try:
-            request = _replying_to(request, self.stream)
-            self.bus.publish(self.names.requests, [("LeaderRequest", request)])
-            self.sent += 1
-            wait = self.timeout_s if timeout_s is None else timeout_s
-            try:
-                return future.result(timeout=wait)
-            except FutureTimeout:
-                raise LeaderUnanswered(
-                    f"the leader did not answer request {request.request_id} within {wait:.0f}s"
-                ) from None
-        finally:
-            with self._lock:
-                self._waiting.pop(request.request_id, None)
+            self.bus.publish(
+                self.names.requests, [("LeaderRequest", _replying_to(request, self.stream))]
+            )
+        except BaseException:
+            future.cancel()
+            raise
+        self.sent += 1
+        return future
+
+    def _forget(self, request_id: str, future: Future[LeaderResponse]) -> None:
+        with self._lock:
+            if self._waiting.get(request_id) is future:
+                del self._waiting[request_id]
 
     def _read_responses(self) -> None:
         # The stream is this link's alone (its name holds a fresh id): read it from the
@@ -130,8 +149,10 @@ class LeaderLink:
         assert isinstance(response, LeaderResponse)
         with self._lock:
             future = self._waiting.pop(response.request_id, None)
-        if future is not None and not future.done():
-            future.set_result(response)
+        if future is not None:
+            # Its caller may cancel it (given up) between the pop and here.
+            with contextlib.suppress(InvalidStateError):
+                future.set_result(response)
 
 
 def _replying_to(request: LeaderRequest, stream: str) -> LeaderRequest:

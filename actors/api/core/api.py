@@ -12,6 +12,9 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import TypeVar
 from urllib.parse import unquote
 
 from actors.api.core import (
@@ -31,14 +34,30 @@ from actors.api.core import (
     search_routes,
 )
 from actors.api.core.backend import Backend
-from actors.api.core.call import Call
+from actors.api.core.call import Call, PendingWrite
 from actors.api.core.errors import ApiError, from_exception
 from actors.api.core.http_types import ApiRequest, ApiResponse
 from contracts.errors import ConflictError, NotFoundError, ValidationError
+from contracts.messages import LeaderResponse
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[Call], ApiResponse]
+_Answer = TypeVar("_Answer")
+
+# A handler answers, or returns the one leader write its answer waits for (PendingWrite).
+Handler = Callable[[Call], ApiResponse | PendingWrite]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteInFlight:
+    """A request whose write was sent (Api.begin): `answer` resolves with the leader's
+    response, which `Api.finish` turns into the request's answer."""
+
+    request: ApiRequest
+    pending: PendingWrite
+    answer: Future[LeaderResponse]
+    timeout_s: float
+
 
 _ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/v1/jobs", jobs.list_jobs),
@@ -135,8 +154,34 @@ class Api:
         return [(method, path) for method, path, _ in _ROUTES]
 
     def handle(self, request: ApiRequest) -> ApiResponse:
+        """The answer to `request`, a write waited for in place."""
+        return self._guarded(request, lambda: self._waited(self._dispatch(request)))
+
+    def begin(self, request: ApiRequest) -> ApiResponse | WriteInFlight:
+        """`handle` up to a write handler's last step: its write is sent, not waited for. The
+        HTTP server waits for the answer without holding a thread, then calls `finish`."""
+        return self._guarded(request, lambda: self._started(request, self._dispatch(request)))
+
+    def finish(self, flight: WriteInFlight, response: LeaderResponse) -> ApiResponse:
+        """The answer to a request `begin` left in flight, from the leader's response."""
+        return self._guarded(flight.request, lambda: flight.pending.answer(response))
+
+    def _waited(self, result: ApiResponse | PendingWrite) -> ApiResponse:
+        if isinstance(result, PendingWrite):
+            return result.answer(self.backend.write(result.request))
+        return result
+
+    def _started(
+        self, request: ApiRequest, result: ApiResponse | PendingWrite
+    ) -> ApiResponse | WriteInFlight:
+        if isinstance(result, PendingWrite):
+            answer = self.backend.submit(result.request)
+            return WriteInFlight(request, result, answer, self.backend.write_timeout_s)
+        return result
+
+    def _guarded(self, request: ApiRequest, answer: Callable[[], _Answer]) -> _Answer | ApiResponse:
         try:
-            return self._dispatch(request)
+            return answer()
         except ApiError as exc:
             return ApiResponse(exc.status, exc.message)
         except (ValidationError, ConflictError, NotFoundError) as exc:
@@ -146,7 +191,7 @@ class Api:
             log.exception("API %s %s failed", request.method, request.path)
             return ApiResponse(500, f"{type(exc).__name__}: {exc}")
 
-    def _dispatch(self, request: ApiRequest) -> ApiResponse:
+    def _dispatch(self, request: ApiRequest) -> ApiResponse | PendingWrite:
         path_matched = False
         for method, pattern, handler, need, path in self.routes:
             match = pattern.match(request.path)

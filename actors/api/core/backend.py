@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Future
 from typing import Any, Protocol
 
 from actors.agent.core import FleetSpec
@@ -19,6 +20,7 @@ class Backend(Protocol):
     acl_enabled: bool
     acl: AclService  # tokens and policies (core/acl.py)
     job_limits: JobLimits  # the server's limits on a submitted job
+    write_timeout_s: float  # how long a submitted write's answer is waited for
 
     def snapshot(self) -> StateReader:
         """The API's read replica as of now, holding every write `write` has answered (so the
@@ -32,6 +34,11 @@ class Backend(Protocol):
     def write(self, request: LeaderRequest) -> LeaderResponse:
         """Send a write to the leader; returns once the leader has committed it (the next
         `snapshot` holds it)."""
+        ...
+
+    def submit(self, request: LeaderRequest) -> Future[LeaderResponse]:
+        """Send a write to the leader without waiting for it: the future resolves with its
+        answer (the next `snapshot` holds it). A caller that gives up cancels it."""
         ...
 
     def leader_address(self) -> str:

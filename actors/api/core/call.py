@@ -44,6 +44,26 @@ def typed_field(body: dict[str, Any], name: str, tp: type[T], default: T) -> T:
         raise bad_request(str(exc)) from None
 
 
+@dataclass(frozen=True, slots=True)
+class PendingWrite:
+    """A handler's answer that is one leader write away: `request`, and how to answer once the
+    leader has committed it. The HTTP server sends the request and waits for the leader on
+    its event loop, not holding a handler thread (Api.begin / Api.finish); `Api.handle` sends
+    it and waits in place."""
+
+    request: LeaderRequest
+    render: Callable[[LeaderResponse], ApiResponse]
+
+    def answer(self, response: LeaderResponse) -> ApiResponse:
+        return self.render(_succeeded(response))
+
+
+def _succeeded(response: LeaderResponse) -> LeaderResponse:
+    if not response.ok:
+        raise ApiError(_ERROR_STATUS.get(response.error_kind, 500), response.error)
+    return response
+
+
 @dataclass(slots=True)
 class Call:
     request: ApiRequest
@@ -89,8 +109,15 @@ class Call:
         return blocking_read(self.backend, self.request.query, tables, render)
 
     def write(self, kind: RequestKind, **fields: Any) -> LeaderResponse:
+        """Send a write and wait for the leader's answer (an ApiError if it refused)."""
         fields.setdefault("namespace", self.namespace)
-        response = self.backend.write(LeaderRequest(kind, **fields))
-        if not response.ok:
-            raise ApiError(_ERROR_STATUS.get(response.error_kind, 500), response.error)
-        return response
+        return _succeeded(self.backend.write(LeaderRequest(kind, **fields)))
+
+    def write_then(
+        self, kind: RequestKind, render: Callable[[LeaderResponse], ApiResponse], **fields: Any
+    ) -> PendingWrite:
+        """A write as a handler's last step: `render` makes the answer from the leader's
+        (successful) response, wherever and whenever it arrives, so it must not read the
+        call's backend."""
+        fields.setdefault("namespace", self.namespace)
+        return PendingWrite(LeaderRequest(kind, **fields), render)

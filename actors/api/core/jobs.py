@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from actors.api.core import shapes
-from actors.api.core.call import Call
+from actors.api.core.call import Call, PendingWrite
 from actors.api.core.deployment_shapes import deployment_lookup
 from actors.api.core.dry_run import plan_job
 from actors.api.core.errors import bad_request, not_found
@@ -119,7 +119,7 @@ def list_jobs(call: Call) -> ApiResponse:
     return call.read(("jobs", "allocs"), render)
 
 
-def register_job(call: Call) -> ApiResponse:
+def register_job(call: Call) -> PendingWrite:
     body = call.json()
     job, warnings = _parse_job(body, call)
     enforce = body.get("EnforceIndex", False)
@@ -134,15 +134,15 @@ def register_job(call: Call) -> ApiResponse:
     eval_priority = _eval_priority(body.get("EvalPriority"), "EvalPriority")
     _check_node_pool(call.backend.snapshot, call, job)
     job = call.backend.package_job(job)
-    response = call.write(
+    return call.write_then(
         RequestKind.REGISTER_JOB,
+        lambda response: _write_reply(response, warnings),
         job=job,
         namespace=job.namespace,
         preserve_counts=preserve,
         enforce_index=modify_index if enforce else None,
         eval_priority=eval_priority,
     )
-    return _write_reply(response, warnings)
 
 
 def parse_job(call: Call) -> ApiResponse:

@@ -8,6 +8,7 @@ import dataclasses
 import itertools
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Any
 
 import orjson
@@ -40,6 +41,7 @@ class MemoryBackend:
     ) -> None:
         self.acl_enabled = acl_enabled
         self.job_limits = job_limits
+        self.write_timeout_s = 30.0
         self.address = address  # the server's RPC address (leader_address)
         self.store = StateStore()
         ids = (f"id-{n:04d}" for n in itertools.count())
@@ -89,6 +91,11 @@ class MemoryBackend:
         return dataclasses.replace(
             decision.response, index=index, job_modify_index=job_modify_index
         )
+
+    def submit(self, request: LeaderRequest) -> Future[LeaderResponse]:
+        done: Future[LeaderResponse] = Future()
+        done.set_result(self.write(request))
+        return done
 
     def leader_address(self) -> str:
         return self.address

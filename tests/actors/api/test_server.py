@@ -15,6 +15,8 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import cast
 
@@ -26,12 +28,14 @@ from actors.api.core.memory_backend import Client, MemoryBackend
 from actors.api.core.shapes import job_to_nomad
 from actors.api.server import ApiHttpServer, tls_context
 from contracts import Job, Resources, Task, TaskGroup
+from contracts.messages import LeaderRequest, LeaderResponse
 
 
 class Echo:
-    """Stands in for the API core: the HTTP layer only calls `handle`."""
+    """Stands in for the API core: the HTTP layer calls `begin` (and `finish` only for what
+    `begin` leaves in flight, a write)."""
 
-    def handle(self, request: ApiRequest) -> ApiResponse:
+    def begin(self, request: ApiRequest) -> ApiResponse:
         return ApiResponse(200, {"path": request.path, "pad": "x" * 2000}, index=7)
 
 
@@ -188,7 +192,7 @@ def test_bad_requests_are_answered_with_the_reason() -> None:
 class Refuse:
     """An API core that refuses everything with a Nomad error text."""
 
-    def handle(self, request: ApiRequest) -> ApiResponse:
+    def begin(self, request: ApiRequest) -> ApiResponse:
         return ApiResponse(400, "can't promote terminal deployment")
 
 
@@ -242,7 +246,7 @@ def test_blocking_queries_wait_on_the_loop_not_on_handler_threads() -> None:
 class NiceOf:
     """Answers with the nice value of the thread that handled the request."""
 
-    def handle(self, request: ApiRequest) -> ApiResponse:
+    def begin(self, request: ApiRequest) -> ApiResponse:
         nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
         return ApiResponse(200, {"nice": nice, "caller": threading.current_thread().name})
 
@@ -273,5 +277,121 @@ def test_without_a_niceness_its_threads_keep_the_starting_threads() -> None:
         host, port = server.server_address[:2]
         answer = orjson.loads(_get(str(host), int(port), "/v1/x").partition(b"\r\n\r\n")[2])
         assert answer["nice"] == mine
+    finally:
+        server.stop()
+
+
+class HeldWrites(MemoryBackend):
+    """A leader that answers only when told: submitted writes wait in `held`."""
+
+    def __init__(self, write_timeout_s: float = 30.0) -> None:
+        super().__init__()
+        self.write_timeout_s = write_timeout_s
+        self.held: list[tuple[LeaderRequest, Future[LeaderResponse]]] = []
+        self.lock = threading.Lock()
+
+    def submit(self, request: LeaderRequest) -> Future[LeaderResponse]:
+        future: Future[LeaderResponse] = Future()
+        with self.lock:
+            self.held.append((request, future))
+        return future
+
+    def answer_all(self) -> None:
+        with self.lock:
+            held, self.held = self.held, []
+        for request, future in held:
+            future.set_result(self.write(request))
+
+
+def _post_job(conn: socket.socket, job_id: str) -> None:
+    task = Task("t", "mock", {}, resources=Resources(10, 16))
+    job = Job(job_id, job_id, task_groups=(TaskGroup("g", 1, tasks=(task,)),))
+    body = orjson.dumps({"Job": job_to_nomad(job)})
+    head = f"POST /v1/jobs HTTP/1.1\r\nHost: t\r\nContent-Length: {len(body)}\r\n\r\n"
+    conn.sendall(head.encode() + body)
+
+
+def _response(conn: socket.socket) -> tuple[bytes, bytes]:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(1 << 16)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = re.search(rb"Content-Length: (\d+)", head)
+    assert length is not None, head
+    while len(body) < int(length.group(1)):
+        body += conn.recv(1 << 16)
+    return head, body
+
+
+def _wait_until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_writes_waiting_for_the_leader_hold_no_handler_thread() -> None:
+    """A registration's handler sends its write and lets go of its thread: the writes in
+    flight are not bounded by the handler threads (a leader turn takes all of them)."""
+    backend = HeldWrites()
+    api = Api(backend)
+    server = ApiHttpServer("127.0.0.1:0", api, handler_threads=2).start()
+    conns: list[socket.socket] = []
+    try:
+        host, port = str(server.server_address[0]), int(server.server_address[1])
+        for i in range(8):  # four times the handler threads
+            conns.append(socket.create_connection((host, port), timeout=30))
+            _post_job(conns[-1], f"held-{i}")
+        _wait_until(lambda: len(backend.held) == 8)  # all eight with the leader at once
+        assert _get(host, port, "/v1/status/leader").startswith(b"HTTP/1.1 200")
+        backend.answer_all()
+        for i, conn in enumerate(conns):
+            head, body = _response(conn)
+            assert head.startswith(b"HTTP/1.1 200"), head
+            answer = orjson.loads(body)
+            assert answer["EvalID"] and answer["JobModifyIndex"] > 0
+            assert re.search(rb"X-Nomad-Index: [1-9]", head)
+            assert Client(api)("GET", f"/v1/job/held-{i}").status == 200
+    finally:
+        for conn in conns:
+            conn.close()
+        server.stop()
+
+
+def test_a_write_the_leader_does_not_answer_in_time_is_a_503_and_is_given_up() -> None:
+    backend = HeldWrites(write_timeout_s=0.2)
+    server = ApiHttpServer("127.0.0.1:0", Api(backend)).start()
+    try:
+        host, port = str(server.server_address[0]), int(server.server_address[1])
+        with socket.create_connection((host, port), timeout=30) as conn:
+            _post_job(conn, "unanswered")
+            head, body = _response(conn)
+        assert head.startswith(b"HTTP/1.1 503")
+        assert body == b"the leader did not answer within 0.2s; the write may still be applied"
+        ((_request, future),) = backend.held
+        assert future.cancelled()  # the link forgets it: a late answer is dropped
+    finally:
+        server.stop()
+
+
+def test_a_refused_write_is_answered_with_its_error_by_either_path() -> None:
+    """The leader's refusal (a job the cluster cannot take) reads the same whether the
+    server waited for it on its loop or `handle` waited in place."""
+    backend = MemoryBackend()
+    api = Api(backend)
+    server = ApiHttpServer("127.0.0.1:0", api).start()
+    task = Task("t", "mock", {}, resources=Resources(10, 16))
+    job = Job("versioned", "versioned", task_groups=(TaskGroup("g", 1, tasks=(task,)),))
+    stale = {"Job": job_to_nomad(job), "EnforceIndex": True, "JobModifyIndex": 999}
+    try:
+        host, port = str(server.server_address[0]), int(server.server_address[1])
+        body = orjson.dumps(stale)
+        with socket.create_connection((host, port), timeout=30) as conn:
+            head = f"POST /v1/jobs HTTP/1.1\r\nHost: t\r\nContent-Length: {len(body)}\r\n\r\n"
+            conn.sendall(head.encode() + body)
+            over_http = _response(conn)
+        in_place = Client(api)("POST", "/v1/jobs", stale)
+        assert over_http[0].startswith(f"HTTP/1.1 {in_place.status} ".encode())
+        assert in_place.status >= 400 and over_http[1] == str(in_place.body).encode()
     finally:
         server.stop()

@@ -194,6 +194,50 @@ def test_without_a_fleet_manager_a_fleet_is_refused_with_the_reason(
     assert list(api.fleets()) == []
 
 
+def test_a_submitted_write_resolves_once_the_replica_reads_it_and_can_be_given_up(
+    client: redis.Redis, leader: LeaderService
+) -> None:
+    """The HTTP server's path: the write is sent, the answer comes later on the link's
+    thread; whoever waits on the future then reads its own write, as after `write`."""
+    from actors.streams.leader_link import LeaderLink
+
+    def slow_decode(raw: bytes) -> LogEntry:
+        time.sleep(0.05)  # a replica that lags behind the leader
+        return decode_entry(raw)
+
+    link = LeaderLink(client, NAMES, "api", timeout_s=10).start()
+    api = ApiService(client, NAMES, link.send, submit=link.submit, write_timeout_s=10)
+    api.replica.decode = slow_decode
+    api.start()
+    try:
+        futures = [
+            api.submit(LeaderRequest(RequestKind.REGISTER_JOB, job=job(f"sub-{i}")))
+            for i in range(5)
+        ]
+        for i, future in enumerate(futures):
+            response = future.result(timeout=10)
+            assert response.ok and api.read_barrier >= response.index > 0
+            assert api.snapshot().job("default", f"sub-{i}") is not None
+        given_up = api.submit(LeaderRequest(RequestKind.REGISTER_JOB, job=job("given-up")))
+        given_up.cancel()
+        assert not link._waiting  # the link forgets it too
+    finally:
+        api.stop()
+        link.stop()
+
+
+def test_without_a_submit_of_its_own_a_submitted_write_is_answered_before_it_returns(
+    client: redis.Redis, leader: LeaderService
+) -> None:
+    api = ApiService(client, NAMES, leader.submit).start()
+    try:
+        future = api.submit(LeaderRequest(RequestKind.REGISTER_JOB, job=job("in-place")))
+        assert future.done() and future.result().ok
+        assert api.snapshot().job("default", "in-place") is not None
+    finally:
+        api.stop()
+
+
 def test_a_write_while_redis_is_unreachable_is_a_503_and_reads_go_on(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
@@ -209,14 +253,15 @@ def test_a_write_while_redis_is_unreachable_is_a_503_and_reads_go_on(
         thread = threading.Thread(target=leader.run, args=(stop,), daemon=True)
         thread.start()
         link = LeaderLink(connect(server.url), names, "api", timeout_s=5.0).start()
-        api = ApiService(connect(server.url), names, link.send).start()
+        api = ApiService(connect(server.url), names, link.send, submit=link.submit).start()
         try:
             assert api.write(LeaderRequest(RequestKind.REGISTER_JOB, job=job("before"))).ok
             server.stop()
-            with pytest.raises(ApiError) as info:
-                api.write(LeaderRequest(RequestKind.REGISTER_JOB, job=job("during")))
-            assert info.value.status == 503
-            assert "Redis is unreachable" in info.value.message
+            for way in (api.write, api.submit):  # waited for, or sent from the HTTP server
+                with pytest.raises(ApiError) as info:
+                    way(LeaderRequest(RequestKind.REGISTER_JOB, job=job("during")))
+                assert info.value.status == 503
+                assert "Redis is unreachable" in info.value.message
             # the replica still answers what it had
             assert api.snapshot().job("default", "before") is not None
         finally:

@@ -85,9 +85,44 @@ def test_no_answer_in_time_is_an_error_naming_the_request(
     assert not link._waiting
 
 
+def test_a_submitted_request_returns_at_once_and_its_future_gets_the_answer(
+    run_in_thread: Any, client: redis.Redis, link: LeaderLink
+) -> None:
+    futures = [link.submit(register(f"sub-{i}")) for i in range(50)]
+    assert not any(f.done() for f in futures)  # no leader yet: sent, not answered
+    leader = LeaderService(client, NAMES)
+    leader.start()
+    halt = run_in_thread(leader)
+    try:
+        responses = [f.result(timeout=20) for f in futures]
+    finally:
+        halt()
+    assert [r.request_id for r in responses] == [f"reg-sub-{i}" for i in range(50)]
+    assert all(r.ok for r in responses) and not link._waiting
+
+
+def test_a_cancelled_submission_is_forgotten_and_its_late_answer_dropped(
+    run_in_thread: Any, client: redis.Redis, link: LeaderLink
+) -> None:
+    given_up = link.submit(register("given-up"))
+    assert given_up.cancel()
+    assert not link._waiting  # the caller gave up: nothing waits for that id any more
+    leader = LeaderService(client, NAMES)
+    leader.start()
+    halt = run_in_thread(leader)
+    try:
+        # Its answer arrives after the cancel and is dropped; the next one is delivered.
+        assert link.send(register("after")).ok
+    finally:
+        halt()
+    assert given_up.cancelled() and leader.store.job("default", "given-up") is not None
+
+
 def test_a_request_needs_an_id(link: LeaderLink) -> None:
     with pytest.raises(ValueError, match="request id"):
         link.send(LeaderRequest(RequestKind.REGISTER_JOB))
+    with pytest.raises(ValueError, match="request id"):
+        link.submit(LeaderRequest(RequestKind.REGISTER_JOB))
 
 
 def test_stop_deletes_the_response_stream(run_in_thread: Any, client: redis.Redis) -> None:
