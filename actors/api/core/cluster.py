@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.api.core import shapes
-from actors.api.core.call import Call
+from actors.api.core.call import Call, PendingWrite
 from actors.api.core.deployment_shapes import deployment_lookup
 from actors.api.core.errors import bad_request, not_found
 from actors.api.core.http_types import ApiResponse
@@ -13,7 +13,7 @@ from actors.api.core.shapes import NS_PER_S
 from actors.api.core.task_states import job_lookup
 from actors.state import StateReader
 from contracts import DrainStrategy
-from contracts.messages import RequestKind
+from contracts.messages import LeaderResponse, RequestKind
 
 
 def _prefixed(items: Any, prefix: str) -> list[Any]:
@@ -105,8 +105,11 @@ def get_alloc(call: Call) -> ApiResponse:
     return call.read(("allocs",), render)
 
 
-def stop_alloc(call: Call) -> ApiResponse:
-    response = call.write(RequestKind.STOP_ALLOC, alloc_id=call.params["id"])
+def stop_alloc(call: Call) -> PendingWrite:
+    return call.write_then(RequestKind.STOP_ALLOC, _stop_alloc_reply, alloc_id=call.params["id"])
+
+
+def _stop_alloc_reply(response: LeaderResponse) -> ApiResponse:
     return ApiResponse(200, {"EvalID": response.eval_id, "Index": response.index}, response.index)
 
 

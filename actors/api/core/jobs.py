@@ -165,7 +165,7 @@ def get_job(call: Call) -> ApiResponse:
     return call.read(JOB_TABLES, lambda s: shapes.job_to_nomad(_require_job(s, call)))
 
 
-def stop_job(call: Call) -> ApiResponse:
+def stop_job(call: Call) -> ApiResponse | PendingWrite:
     purge = call.flag("purge")
     raw_priority = call.query("eval_priority")
     try:
@@ -180,10 +180,13 @@ def stop_job(call: Call) -> ApiResponse:
         body = {"EvalID": "", "EvalCreateIndex": 0, "JobModifyIndex": 0, "Warnings": ""}
         body |= {"Index": index, "LastContact": 0, "KnownLeader": True}
         return ApiResponse(200, body, index=index)
-    response = call.write(
-        RequestKind.STOP_JOB, job_id=call.params["id"], purge=purge, eval_priority=eval_priority
+    return call.write_then(
+        RequestKind.STOP_JOB,
+        _write_reply,
+        job_id=call.params["id"],
+        purge=purge,
+        eval_priority=eval_priority,
     )
-    return _write_reply(response)
 
 
 def job_versions(call: Call) -> ApiResponse:
@@ -259,9 +262,8 @@ def job_summary(call: Call) -> ApiResponse:
     return call.read(("jobs", "allocs"), render)
 
 
-def evaluate_job(call: Call) -> ApiResponse:
-    response = call.write(RequestKind.EVALUATE_JOB, job_id=call.params["id"])
-    return _write_reply(response)
+def evaluate_job(call: Call) -> PendingWrite:
+    return call.write_then(RequestKind.EVALUATE_JOB, _write_reply, job_id=call.params["id"])
 
 
 def plan(call: Call) -> ApiResponse:
@@ -296,7 +298,7 @@ def plan(call: Call) -> ApiResponse:
     )
 
 
-def revert(call: Call) -> ApiResponse:
+def revert(call: Call) -> PendingWrite:
     body = call.json()
     version = body.get("JobVersion")
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:
@@ -304,13 +306,16 @@ def revert(call: Call) -> ApiResponse:
     prior = body.get("EnforcePriorVersion")
     if prior is not None and (not isinstance(prior, int) or isinstance(prior, bool)):
         raise bad_request(f"EnforcePriorVersion: expected an integer, got {prior!r}")
-    response = call.write(
-        RequestKind.REVERT_JOB, job_id=call.params["id"], version=version, enforce_index=prior
+    return call.write_then(
+        RequestKind.REVERT_JOB,
+        _write_reply,
+        job_id=call.params["id"],
+        version=version,
+        enforce_index=prior,
     )
-    return _write_reply(response)
 
 
-def stable(call: Call) -> ApiResponse:
+def stable(call: Call) -> PendingWrite:
     body = call.json()
     version = body.get("JobVersion")
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:
@@ -318,12 +323,18 @@ def stable(call: Call) -> ApiResponse:
     flag = body.get("Stable", True)
     if not isinstance(flag, bool):
         raise bad_request(f"Stable: expected a boolean, got {flag!r}")
-    response = call.write(
-        RequestKind.SET_STABLE, job_id=call.params["id"], version=version, stable=flag
+    return call.write_then(
+        RequestKind.SET_STABLE,
+        _stable_reply,
+        job_id=call.params["id"],
+        version=version,
+        stable=flag,
     )
-    return ApiResponse(
-        200, {"JobModifyIndex": response.job_modify_index, "Index": response.index}, response.index
-    )
+
+
+def _stable_reply(response: LeaderResponse) -> ApiResponse:
+    body = {"JobModifyIndex": response.job_modify_index, "Index": response.index}
+    return ApiResponse(200, body, response.index)
 
 
 # -- scaling --------------------------------------------------------------------------------------
@@ -358,7 +369,7 @@ def scale_status(call: Call) -> ApiResponse:
     return call.read(("jobs", "scaling_events", "allocs"), render)
 
 
-def scale(call: Call) -> ApiResponse:
+def scale(call: Call) -> PendingWrite:
     body = call.json()
     target = body.get("Target")
     if not isinstance(target, dict) or not isinstance(target.get("Group"), str):
@@ -384,8 +395,9 @@ def scale(call: Call) -> ApiResponse:
         # that version of the job (EnforceIndex or not).
         enforce = True
         _check_scale_index(call, modify_index)
-    response = call.write(
+    return call.write_then(
         RequestKind.SCALE_JOB,
+        _write_reply,
         job_id=call.params["id"],
         group=target["Group"],
         count=count,
@@ -393,7 +405,6 @@ def scale(call: Call) -> ApiResponse:
         meta=meta,
         enforce_index=modify_index if enforce else None,
     )
-    return _write_reply(response)
 
 
 def _check_scale_index(call: Call, modify_index: int) -> None:

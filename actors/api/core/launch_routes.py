@@ -7,12 +7,12 @@ parameter and python-nomad in the body (as `idempotency_token`); all three spell
 
 from __future__ import annotations
 
-from actors.api.core.call import Call, typed_field
+from actors.api.core.call import Call, PendingWrite, typed_field
 from actors.api.core.http_types import ApiResponse
-from contracts.messages import RequestKind
+from contracts.messages import LeaderResponse, RequestKind
 
 
-def dispatch_job(call: Call) -> ApiResponse:
+def dispatch_job(call: Call) -> PendingWrite:
     body = call.json_or_empty()
     meta = typed_field(body, "Meta", dict[str, str], {})
     payload = typed_field(body, "Payload", str, "")
@@ -22,14 +22,18 @@ def dispatch_job(call: Call) -> ApiResponse:
         or typed_field(body, "idempotency_token", str, "")
         or call.query("idempotency_token")
     )
-    response = call.write(
+    return call.write_then(
         RequestKind.DISPATCH_JOB,
+        _dispatch_reply,
         job_id=call.params["id"],
         meta=meta,
         payload=payload,
         idempotency_token=token,
         id_prefix_template=template,
     )
+
+
+def _dispatch_reply(response: LeaderResponse) -> ApiResponse:
     created = response.job_create_index or response.index
     return ApiResponse(
         200,
@@ -46,8 +50,11 @@ def dispatch_job(call: Call) -> ApiResponse:
     )
 
 
-def force_periodic(call: Call) -> ApiResponse:
-    response = call.write(RequestKind.FORCE_PERIODIC, job_id=call.params["id"])
+def force_periodic(call: Call) -> PendingWrite:
+    return call.write_then(RequestKind.FORCE_PERIODIC, _force_reply, job_id=call.params["id"])
+
+
+def _force_reply(response: LeaderResponse) -> ApiResponse:
     return ApiResponse(
         200,
         {
