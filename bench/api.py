@@ -11,6 +11,13 @@ sockets, so that the load costs little CPU):
    `p99_ms_under_slow_clients`, `errors_under_slow_clients` (refused or failed requests),
    and `slow_connected` (how many slow clients the server let in).
 
+3. `--write-seconds` (0: skipped): `--clients` keep-alive clients register small jobs
+   (`POST /v1/jobs`, as `drover job run` sends them) back to back, against a stand-in leader
+   that answers every write queued in a turn of `--leader-turn-ms`, canned (the leader's own
+   cost is `bench.stream`'s): `write_rps`, `write_p50_ms`, `write_p99_ms`, `write_errors`,
+   and what the serving process spent on each: `write_cpu_us` (CPU, all its threads) and
+   `write_context_switches`.
+
 One JSON line. Targets on a 2-core machine (issue 17): rps >= 2,000, p99 <= 50 ms, and
 <= 100 ms under 5,000 slow clients.
 """
@@ -20,18 +27,22 @@ from __future__ import annotations
 import argparse
 import asyncio
 import multiprocessing
+import resource
 import sys
+import threading
 import time
+from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from typing import Any
 
 import orjson
 
-from actors.api.core import Api
+from actors.api.core import Api, ApiRequest
 from actors.api.core.memory_backend import MemoryBackend
 from actors.api.core.shapes import job_to_nomad
 from actors.api.server import ApiHttpServer
 from contracts import Job, Resources, Task, TaskGroup
+from contracts.messages import LeaderRequest, LeaderResponse
 
 
 def _request(path: str) -> bytes:
@@ -127,6 +138,124 @@ async def _slow_phase(
     }
 
 
+async def _writer(host: str, port: int, name: str, until: float, latencies: list[float]) -> int:
+    errors = 0
+    reader, writer = await asyncio.open_connection(host, port)
+    n = 0
+    try:
+        while time.monotonic() < until:
+            body = orjson.dumps({"Job": job_to_nomad(_job(f"{name}-{n}"))})
+            n += 1
+            started = time.perf_counter()
+            head = f"POST /v1/jobs HTTP/1.1\r\nHost: bench\r\nContent-Length: {len(body)}\r\n\r\n"
+            writer.write(head.encode() + body)
+            if await _read_response(reader) != 200:
+                errors += 1
+            latencies.append(time.perf_counter() - started)
+    finally:
+        writer.close()
+    return errors
+
+
+async def _write_phase(host: str, port: int, clients: int, seconds: float) -> dict[str, Any]:
+    latencies: list[float] = []
+    started = time.monotonic()
+    until = started + seconds
+    errors = await asyncio.gather(
+        *(_writer(host, port, f"w{i}", until, latencies) for i in range(clients))
+    )
+    elapsed = time.monotonic() - started
+    return {
+        "write_rps": round(len(latencies) / elapsed),
+        "write_p50_ms": _percentile(latencies, 0.5),
+        "write_p99_ms": _percentile(latencies, 0.99),
+        "write_errors": sum(errors),
+        "writes": len(latencies),
+    }
+
+
+def _write_load_main(conn: Connection, host: str, port: int, args: dict[str, Any]) -> None:
+    conn.send(asyncio.run(_write_phase(host, port, args["clients"], args["write_seconds"])))
+
+
+class TurnLeader(MemoryBackend):
+    """A leader that answers in turns: every `turn_s`, each write queued since the last turn
+    gets a canned success (an index of its own, an evaluation id), as the real leader answers
+    a batch; nothing is committed, so what is measured is the API's side of a write."""
+
+    def __init__(self, turn_s: float) -> None:
+        super().__init__()
+        self.turn_s = turn_s
+        self._queued: list[tuple[LeaderRequest, Future[LeaderResponse]]] = []
+        self._lock = threading.Lock()
+        self._index = 0
+        self._stop = threading.Event()
+        threading.Thread(target=self._turns, name="bench-leader", daemon=True).start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def submit(self, request: LeaderRequest) -> Future[LeaderResponse]:
+        future: Future[LeaderResponse] = Future()
+        with self._lock:
+            self._queued.append((request, future))
+        return future
+
+    def write(self, request: LeaderRequest) -> LeaderResponse:
+        return self.submit(request).result(timeout=30)
+
+    def _turns(self) -> None:
+        while not self._stop.wait(self.turn_s):
+            with self._lock:
+                queued, self._queued = self._queued, []
+            for request, future in queued:
+                self._index += 1
+                future.set_result(
+                    LeaderResponse(
+                        request_id=request.request_id,
+                        ok=True,
+                        index=self._index,
+                        eval_id=f"eval-{self._index}",
+                        job_modify_index=self._index,
+                    )
+                )
+
+
+def _job(job_id: str) -> Job:
+    task = Task("t", "mock", {}, resources=Resources(10, 16))
+    return Job(job_id, job_id, task_groups=(TaskGroup("g", 1, tasks=(task,)),))
+
+
+def run_writes(clients: int, seconds: float, leader_turn_ms: float) -> dict[str, Any]:
+    """The write phase (3.) on a server of its own; this process's CPU is measured over it
+    (the clients run in another)."""
+    leader = TurnLeader(leader_turn_ms / 1000)
+    server = ApiHttpServer("127.0.0.1:0", Api(leader)).start()
+    try:
+        host, port = server.server_address[:2]
+        ours, theirs = multiprocessing.Pipe()
+        args = {"clients": clients, "write_seconds": seconds}
+        load = multiprocessing.get_context("spawn").Process(
+            target=_write_load_main, args=(theirs, str(host), int(port), args), daemon=True
+        )
+        load.start()
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        line: dict[str, Any] = ours.recv()
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        load.join(30)
+    finally:
+        server.stop()
+        leader.stop()
+    writes = max(1, line.pop("writes"))
+    cpu_s = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    switches = (after.ru_nvcsw - before.ru_nvcsw) + (after.ru_nivcsw - before.ru_nivcsw)
+    return line | {
+        "write_cpu_us": round(cpu_s / writes * 1e6, 1),
+        "write_context_switches": round(switches / writes, 2),
+        "leader_turn_ms": leader_turn_ms,
+    }
+
+
 def _load_main(conn: Connection, host: str, port: int, args: dict[str, Any]) -> None:
     paths = [f"/v1/job/bench-{i:04d}" for i in range(args["jobs"])]
     line = asyncio.run(_keep_alive_phase(host, port, args["clients"], args["seconds"], paths))
@@ -137,21 +266,22 @@ def _load_main(conn: Connection, host: str, port: int, args: dict[str, Any]) -> 
 
 def _backend(jobs: int) -> MemoryBackend:
     backend = MemoryBackend()
-    task = Task("t", "mock", {}, resources=Resources(10, 16))
     api = Api(backend)
     for i in range(jobs):
-        job = Job(
-            f"bench-{i:04d}", f"bench-{i:04d}", task_groups=(TaskGroup("g", 1, tasks=(task,)),)
-        )
-        from actors.api.core.http_types import ApiRequest
-
-        body = orjson.dumps({"Job": job_to_nomad(job)})
+        body = orjson.dumps({"Job": job_to_nomad(_job(f"bench-{i:04d}"))})
         reply = api.handle(ApiRequest("POST", "/v1/jobs", {}, body))
         assert reply.status == 200, reply.body
     return backend
 
 
-def run(jobs: int, clients: int, slow: int, seconds: float) -> dict[str, Any]:
+def run(
+    jobs: int,
+    clients: int,
+    slow: int,
+    seconds: float,
+    write_seconds: float = 0.0,
+    leader_turn_ms: float = 2.0,
+) -> dict[str, Any]:
     server = ApiHttpServer("127.0.0.1:0", Api(_backend(jobs))).start()
     try:
         host, port = server.server_address[:2]
@@ -165,6 +295,8 @@ def run(jobs: int, clients: int, slow: int, seconds: float) -> dict[str, Any]:
         load.join(30)
     finally:
         server.stop()
+    if write_seconds > 0:
+        line |= run_writes(clients, write_seconds, leader_turn_ms)
     return {
         "bench": "api",
         "server": getattr(server, "kind", "threaded"),  # the stdlib one had no kind
@@ -181,12 +313,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--clients", type=int, default=64)
     parser.add_argument("--slow", type=int, default=5000)
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--write-seconds", type=float, default=10.0)
+    parser.add_argument("--leader-turn-ms", type=float, default=2.0)
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    line = run(args.jobs, args.clients, args.slow, args.seconds)
+    line = run(
+        args.jobs, args.clients, args.slow, args.seconds, args.write_seconds, args.leader_turn_ms
+    )
     sys.stdout.write(orjson.dumps(line).decode() + "\n")
 
 
