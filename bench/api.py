@@ -9,14 +9,14 @@ sockets, so that the load costs little CPU):
 2. `--slow` clients open a connection each and send half a request line, then nothing;
    while they hold their connections, one client sends the same GETs one after another:
    `p99_ms_under_slow_clients`, `errors_under_slow_clients` (refused or failed requests),
-   and `slow_connected` (how many slow clients the server let in).
-
-3. `--write-seconds` (0: skipped): `--clients` keep-alive clients register small jobs
-   (`POST /v1/jobs`, as `drover job run` sends them) back to back, against a stand-in leader
-   that answers every write queued in a turn of `--leader-turn-ms`, canned (the leader's own
+   and `slow_connected` (how many slow clients the server let in);
+3. `--write-seconds` (10 by default; 0 skips it, as `run()` does unless told): `--clients`
+   keep-alive clients register small jobs (`POST /v1/jobs`, as `drover job run` sends them)
+   back to back, against a stand-in leader that answers every write queued in a turn of
+   `--leader-turn-ms`, canned (the leader's own
    cost is `bench.stream`'s): `write_rps`, `write_p50_ms`, `write_p99_ms`, `write_errors`,
-   and what the serving process spent on each: `write_cpu_us` (CPU, all its threads) and
-   `write_context_switches`.
+   and what the serving process spent on each: `write_cpu_us` (CPU, all its threads, the
+   stand-in leader's included) and `write_context_switches`.
 
 One JSON line. Targets on a 2-core machine (issue 17): rps >= 2,000, p99 <= 50 ms, and
 <= 100 ms under 5,000 slow clients.

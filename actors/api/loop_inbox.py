@@ -26,10 +26,14 @@ class LoopInbox:
         ] = collections.deque()
         self._wake_pending = False
 
-    def wrap(self, source: concurrent.futures.Future[T]) -> asyncio.Future[T]:
-        """An asyncio future (of the loop's; call this on the loop) that gets `source`'s
-        outcome. Cancelling it does not cancel `source`: its owner does that."""
-        waiter: asyncio.Future[T] = self._loop.create_future()
+    def settled(
+        self, source: concurrent.futures.Future[T]
+    ) -> asyncio.Future[concurrent.futures.Future[T]]:
+        """An asyncio future (of the loop's; call this on the loop) that resolves with
+        `source` itself once it is done, whatever its outcome (a result, an error, a cancel):
+        the awaiter reads it, and nothing `source` raises escapes the await. Cancelling the
+        asyncio future does not cancel `source`: its owner does that."""
+        waiter: asyncio.Future[concurrent.futures.Future[T]] = self._loop.create_future()
         source.add_done_callback(lambda done: self._arrive(done, waiter))
         return waiter
 
@@ -49,11 +53,5 @@ class LoopInbox:
         arrived = self._arrived
         while arrived:
             done, waiter = arrived.popleft()
-            if waiter.done():  # its awaiter gave up (a timeout, the server stopping)
-                continue
-            if done.cancelled():
-                waiter.cancel()
-            elif (error := done.exception()) is not None:
-                waiter.set_exception(error)
-            else:
-                waiter.set_result(done.result())
+            if not waiter.done():  # else its awaiter gave up (a timeout, the server stopping)
+                waiter.set_result(done)

@@ -36,7 +36,7 @@ import logging
 import socket
 import ssl
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -58,8 +58,9 @@ IDLE_TIMEOUT_S = 30.0
 LISTEN_BACKLOG = 1024
 HEADER_LIMIT = 64 * 1024
 REFUSAL_LINGER_S = 1.0  # a refused connection's 503 is sent and its input read for this long
-# Handlers read and parse; a write waits for the leader on the loop, holding none of them.
-# Before that, a write held its thread until the leader answered, and the threads bounded the
+# Handlers read and parse; a job write, dispatch or allocation stop (write_then in the core)
+# waits for the leader on the loop, holding none of them; the rarer writes still wait here.
+# Before, every write held its thread until the leader answered, and the threads bounded the
 # writes a leader turn could take: at 16, 32 clients registering small jobs left half of them
 # queued here (1,000 jobs/s offered by 32 clients: 64 threads 654 / 802 / 806 evals/s against
 # 604 / 616 / 737 at 16). Blocking queries wait on the loop too.
@@ -293,7 +294,16 @@ class ApiHttpServer:
     # -- answering ------------------------------------------------------------------------
 
     async def _handle(self, request: ApiRequest) -> ApiResponse:
-        started = await self._inbox.wrap(self._pool.submit(self.api.begin, request))
+        work = self._pool.submit(self.api.begin, request)
+        try:
+            done = await self._inbox.settled(work)
+        except asyncio.CancelledError:  # the server stops (or the task is cancelled)
+            if not work.cancel():  # running already: a write it sends is given up at once
+                work.add_done_callback(_give_up_write)
+            raise
+        if done.cancelled():  # the pool was shut down: the server stops
+            raise asyncio.CancelledError
+        started = done.result()  # begin answers its own errors
         if isinstance(started, ApiResponse):
             return started
         return await self._finish_write(started)
@@ -301,15 +311,17 @@ class ApiHttpServer:
     async def _finish_write(self, flight: WriteInFlight) -> ApiResponse:
         """Wait on the loop for the leader's answer to a write the handler sent: no thread
         is held meanwhile, so the writes in flight are not bounded by the handler threads."""
+        answer = flight.answer
         try:
             async with asyncio.timeout(flight.timeout_s):
-                response = await self._inbox.wrap(flight.answer)
+                await self._inbox.settled(answer)
         except TimeoutError:
-            message = f"the leader did not answer within {flight.timeout_s:g}s"
-            return ApiResponse(503, f"{message}; the write may still be applied")
+            if not answer.done() or answer.cancelled():  # else it came with the deadline
+                message = f"the leader did not answer within {flight.timeout_s:g}s"
+                return ApiResponse(503, f"{message}; the write may still be applied")
         finally:
-            flight.answer.cancel()  # forgets it if it is still waiting (no-op once answered)
-        return self.api.finish(flight, response)
+            answer.cancel()  # forgets it if it is still waiting (no-op once answered)
+        return self.api.finish(flight, answer)
 
     async def _answer(self, request: ApiRequest) -> ApiResponse:
         if request.method != "GET" or "index" not in request.query:
@@ -421,6 +433,15 @@ class ApiHttpServer:
         change, self._change = self._change, None
         if change is not None and not change.done():
             change.set_result(None)
+
+
+def _give_up_write(work: Future[ApiResponse | WriteInFlight]) -> None:
+    """A handler finished after its request was abandoned: a write it sent is forgotten by
+    the link (the leader may still apply it; nobody waits for its answer)."""
+    if not work.cancelled() and work.exception() is None:
+        started = work.result()
+        if isinstance(started, WriteInFlight):
+            started.answer.cancel()
 
 
 async def _until_eof(reader: asyncio.StreamReader) -> None:

@@ -54,10 +54,8 @@ from contracts.usage import REPORT_TYPE, UsageReport, decode_report
 # milliseconds: the leader appended them before answering).
 READ_BARRIER_TIMEOUT_S = 10.0
 DEFAULT_RPC_PORT = 4647  # Nomad's default `ports { rpc }`
-NODE_COMMAND_TIMEOUT_S = 10.0
-DEFAULT_WRITE_TIMEOUT_S = (
-    30.0  # as the leader link's own  # an agent answers in milliseconds; a node may have just died
-)
+NODE_COMMAND_TIMEOUT_S = 10.0  # an agent answers in milliseconds; a node may have just died
+DEFAULT_WRITE_TIMEOUT_S = 30.0  # as the leader link's own
 
 log = logging.getLogger(__name__)
 
@@ -193,6 +191,10 @@ class ApiService:
             answered.cancel()
             return
         error = sent.exception()
+        if isinstance(error, LeaderUnanswered):
+            error = ApiError(503, str(error))
+        elif isinstance(error, redis.ConnectionError | redis.TimeoutError):
+            error = _unreachable(error)
         with contextlib.suppress(InvalidStateError):  # its caller gave up meanwhile
             if error is not None:
                 answered.set_exception(error)

@@ -162,9 +162,12 @@ class Api:
         HTTP server waits for the answer without holding a thread, then calls `finish`."""
         return self._guarded(request, lambda: self._started(request, self._dispatch(request)))
 
-    def finish(self, flight: WriteInFlight, response: LeaderResponse) -> ApiResponse:
-        """The answer to a request `begin` left in flight, from the leader's response."""
-        return self._guarded(flight.request, lambda: flight.pending.answer(response))
+    def finish(self, flight: WriteInFlight, answer: Future[LeaderResponse]) -> ApiResponse:
+        """The answer to a request `begin` left in flight, once `answer` (its `answer`) is
+        done: the leader's response rendered, or its error answered as `handle` would."""
+        if answer.cancelled():
+            return ApiResponse(503, "the write was given up before the leader answered")
+        return self._guarded(flight.request, lambda: flight.pending.answer(answer.result()))
 
     def _waited(self, result: ApiResponse | PendingWrite) -> ApiResponse:
         if isinstance(result, PendingWrite):

@@ -8,7 +8,7 @@ import dataclasses
 import itertools
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from typing import Any
 
 import orjson
@@ -216,6 +216,11 @@ class Client:
 
     def __call__(self, method: str, path: str, body: Any = None, **query: Any) -> ApiResponse:
         raw = body if isinstance(body, bytes) else (orjson.dumps(body) if body is not None else b"")
-        return self.api.handle(
-            ApiRequest(method, path, {k: str(v) for k, v in query.items()}, raw, self.token)
-        )
+        request = ApiRequest(method, path, {k: str(v) for k, v in query.items()}, raw, self.token)
+        started = self.api.begin(request)
+        if isinstance(started, ApiResponse):
+            return started
+        # The server awaits the answer on its loop, and gives it up at the timeout.
+        if not wait([started.answer], timeout=started.timeout_s).done:
+            started.answer.cancel()
+        return self.api.finish(started, started.answer)

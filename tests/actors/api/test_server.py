@@ -23,7 +23,7 @@ from typing import cast
 import orjson
 import pytest
 
-from actors.api.core import Api, ApiRequest, ApiResponse
+from actors.api.core import Api, ApiError, ApiRequest, ApiResponse
 from actors.api.core.memory_backend import Client, MemoryBackend
 from actors.api.core.shapes import job_to_nomad
 from actors.api.server import ApiHttpServer, tls_context
@@ -374,24 +374,102 @@ def test_a_write_the_leader_does_not_answer_in_time_is_a_503_and_is_given_up() -
         server.stop()
 
 
-def test_a_refused_write_is_answered_with_its_error_by_either_path() -> None:
-    """The leader's refusal (a job the cluster cannot take) reads the same whether the
-    server waited for it on its loop or `handle` waited in place."""
-    backend = MemoryBackend()
-    api = Api(backend)
-    server = ApiHttpServer("127.0.0.1:0", api).start()
+class AnsweredBy(HeldWrites):
+    """Held writes answered, when told, by `answer` (a response, an error, or a cancel)."""
+
+    def settle(self, outcome: Callable[[LeaderRequest, Future[LeaderResponse]], None]) -> None:
+        with self.lock:
+            held, self.held = self.held, []
+        for request, future in held:
+            outcome(request, future)
+
+
+def _serve(backend: MemoryBackend) -> tuple[ApiHttpServer, str, int]:
+    server = ApiHttpServer("127.0.0.1:0", Api(backend), handler_threads=2).start()
+    return server, str(server.server_address[0]), int(server.server_address[1])
+
+
+def test_a_refused_write_awaited_on_the_loop_reads_as_handle_answers_it() -> None:
+    """The leader's refusal (a stale JobModifyIndex) reads the same whether the server
+    waited for it on its loop or `handle` waited in place: 409 and the leader's text."""
+    backend = HeldWrites()
+    server, host, port = _serve(backend)
     task = Task("t", "mock", {}, resources=Resources(10, 16))
     job = Job("versioned", "versioned", task_groups=(TaskGroup("g", 1, tasks=(task,)),))
     stale = {"Job": job_to_nomad(job), "EnforceIndex": True, "JobModifyIndex": 999}
     try:
-        host, port = str(server.server_address[0]), int(server.server_address[1])
         body = orjson.dumps(stale)
         with socket.create_connection((host, port), timeout=30) as conn:
             head = f"POST /v1/jobs HTTP/1.1\r\nHost: t\r\nContent-Length: {len(body)}\r\n\r\n"
             conn.sendall(head.encode() + body)
+            _wait_until(lambda: len(backend.held) == 1)  # with the leader, on the loop
+            backend.answer_all()
             over_http = _response(conn)
-        in_place = Client(api)("POST", "/v1/jobs", stale)
-        assert over_http[0].startswith(f"HTTP/1.1 {in_place.status} ".encode())
-        assert in_place.status >= 400 and over_http[1] == str(in_place.body).encode()
+        in_place = Api(MemoryBackend()).handle(ApiRequest("POST", "/v1/jobs", {}, body))
+        assert in_place.status == 409
+        assert over_http[0].startswith(b"HTTP/1.1 409 ")
+        assert over_http[1] == str(in_place.body).encode()
+    finally:
+        server.stop()
+
+
+def test_a_write_whose_sending_failed_later_is_answered_with_that_error() -> None:
+    backend = AnsweredBy()
+    server, host, port = _serve(backend)
+    try:
+        with socket.create_connection((host, port), timeout=30) as conn:
+            _post_job(conn, "unlucky")
+            _wait_until(lambda: len(backend.held) == 1)
+            backend.settle(lambda _r, f: f.set_exception(ApiError(503, "Redis is unreachable")))
+            head, body = _response(conn)
+        assert head.startswith(b"HTTP/1.1 503") and body == b"Redis is unreachable"
+    finally:
+        server.stop()
+
+
+def test_writes_in_flight_when_the_server_stops_are_given_up() -> None:
+    backend = HeldWrites()
+    server, host, port = _serve(backend)
+    conns = [socket.create_connection((host, port), timeout=30) for _ in range(4)]
+    try:
+        for i, conn in enumerate(conns):
+            _post_job(conn, f"stopped-{i}")
+        _wait_until(lambda: len(backend.held) == 4)
+        server.stop()
+        # Nobody will answer their clients: the link would forget them (no leak there).
+        _wait_until(lambda: all(future.cancelled() for _request, future in backend.held))
+    finally:
+        for conn in conns:
+            conn.close()
+
+
+def test_converted_writes_answer_with_their_index_over_http() -> None:
+    """Stop, scale and evaluate render from the leader's answer on the loop: their bodies
+    and X-Nomad-Index are the leader's, as when the handler waited."""
+    backend = MemoryBackend()
+    api = Api(backend)
+    server, host, port = _serve(backend)
+    task = Task("t", "mock", {}, resources=Resources(10, 16))
+    job = Job("indexed", "indexed", task_groups=(TaskGroup("g", 1, tasks=(task,)),))
+    try:
+        assert Client(api)("POST", "/v1/jobs", {"Job": job_to_nomad(job)}).status == 200
+        writes = [
+            ("POST", "/v1/job/indexed/scale", {"Target": {"Group": "g"}, "Count": 2}),
+            ("POST", "/v1/job/indexed/evaluate", {}),
+            ("DELETE", "/v1/job/indexed", None),
+        ]
+        last = 0
+        for method, path, payload in writes:
+            body = orjson.dumps(payload) if payload is not None else b""
+            with socket.create_connection((host, port), timeout=30) as conn:
+                head = f"{method} {path} HTTP/1.1\r\nHost: t\r\nContent-Length: {len(body)}\r\n\r\n"
+                conn.sendall(head.encode() + body)
+                reply_head, reply_body = _response(conn)
+            assert reply_head.startswith(b"HTTP/1.1 200"), (path, reply_head)
+            found = re.search(rb"X-Nomad-Index: (\d+)", reply_head)
+            answer = orjson.loads(reply_body)
+            assert found and int(found.group(1)) == answer["Index"] > last, path
+            assert answer["EvalID"], path
+            last = answer["Index"]
     finally:
         server.stop()

@@ -3,13 +3,20 @@ blocking queries, ACLs and dry-run plans."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
+from concurrent.futures import Future
+
+import orjson
 
 from actors.agent.core import FleetSpec
-from actors.api.core import Api
+from actors.api.core import Api, ApiError, ApiRequest, ApiResponse
+from actors.api.core.api import WriteInFlight
+from actors.api.core.call import PendingWrite
 from actors.api.core.shapes import job_to_nomad
 from contracts.jobspec import parse_job_file, parse_json
 from contracts.jobspec.limits import JobLimits
+from contracts.messages import LeaderResponse
 
 from .conftest import Client, MemoryBackend
 
@@ -285,3 +292,48 @@ def test_the_servers_job_limits_are_400s_naming_the_limit() -> None:
     assert call("POST", "/v1/jobs", {"Job": web_job(5)}).status == 200
     scaled = call("POST", "/v1/job/web/scale", {"Count": 6, "Target": {"Group": "frontend"}})
     assert scaled.status == 400 and "Count: 6 is outside 0..5" in scaled.body
+
+
+def _register(job_id: str) -> ApiRequest:
+    body = orjson.dumps({"Job": job_to_nomad(parse_job_file("examples/web.nomad"))})
+    return ApiRequest("POST", "/v1/jobs", {}, body.replace(b'"web"', f'"{job_id}"'.encode()))
+
+
+def test_a_write_begun_and_finished_answers_as_handle_does(backend: MemoryBackend) -> None:
+    api = Api(backend)
+    started = api.begin(_register("begun"))
+    assert isinstance(started, WriteInFlight) and started.answer.done()
+    begun = api.finish(started, started.answer)
+    waited = api.handle(_register("waited"))
+    assert begun.status == waited.status == 200
+    assert begun.body.keys() == waited.body.keys() and begun.index and waited.index
+    assert waited.index > begun.index  # each its own commit
+    assert api.begin(ApiRequest("GET", "/v1/jobs")).status == 200  # a read answers at once
+
+
+def test_a_write_that_failed_or_was_given_up_is_answered_as_handle_would() -> None:
+    api = Api(MemoryBackend())
+    started = api.begin(_register("failing"))
+    assert isinstance(started, WriteInFlight)
+    failed: Future[LeaderResponse] = Future()
+    failed.set_exception(ApiError(503, "Redis is unreachable"))
+    assert api.finish(started, failed) == ApiResponse(503, "Redis is unreachable")
+    refused: Future[LeaderResponse] = Future()
+    refused.set_result(LeaderResponse("r", ok=False, error="job is stale", error_kind="conflict"))
+    assert api.finish(started, refused) == ApiResponse(409, "job is stale")
+    given_up: Future[LeaderResponse] = Future()
+    given_up.cancel()
+    assert api.finish(started, given_up).status == 503
+
+
+def test_a_render_that_raises_is_a_500_naming_the_error() -> None:
+    api = Api(MemoryBackend())
+    started = api.begin(_register("render"))
+    assert isinstance(started, WriteInFlight)
+
+    def broken(response: LeaderResponse) -> ApiResponse:
+        raise KeyError("EvalID")
+
+    flight = dataclasses.replace(started, pending=PendingWrite(started.pending.request, broken))
+    answer = api.finish(flight, started.answer)
+    assert answer.status == 500 and "KeyError" in answer.body
