@@ -58,8 +58,8 @@ IDLE_TIMEOUT_S = 30.0
 LISTEN_BACKLOG = 1024
 HEADER_LIMIT = 64 * 1024
 REFUSAL_LINGER_S = 1.0  # a refused connection's 503 is sent and its input read for this long
-# Handlers read and parse; a job write, dispatch or allocation stop (write_then in the core)
-# waits for the leader on the loop, holding none of them; the rarer writes still wait here.
+# Handlers read and parse; a write (write_then in the core: all but a node's evaluate) waits
+# for the leader on the loop, holding none of them.
 # Before, every write held its thread until the leader answered, and the threads bounded the
 # writes a leader turn could take: at 16, 32 clients registering small jobs left half of them
 # queued here (1,000 jobs/s offered by 32 clients: 64 threads 654 / 802 / 806 evals/s against

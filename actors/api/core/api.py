@@ -34,7 +34,7 @@ from actors.api.core import (
     search_routes,
 )
 from actors.api.core.backend import Backend
-from actors.api.core.call import Call, PendingWrite
+from actors.api.core.call import Call, Handler, PendingWrite
 from actors.api.core.errors import ApiError, from_exception
 from actors.api.core.http_types import ApiRequest, ApiResponse
 from contracts.errors import ConflictError, NotFoundError, ValidationError
@@ -43,9 +43,6 @@ from contracts.messages import LeaderResponse
 log = logging.getLogger(__name__)
 
 _Answer = TypeVar("_Answer")
-
-# A handler answers, or returns the one leader write its answer waits for (PendingWrite).
-Handler = Callable[[Call], ApiResponse | PendingWrite]
 
 
 @dataclass(frozen=True, slots=True)

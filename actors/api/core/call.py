@@ -121,3 +121,7 @@ class Call:
         call's backend."""
         fields.setdefault("namespace", self.namespace)
         return PendingWrite(LeaderRequest(kind, **fields), render)
+
+
+# A route's handler: it answers, or returns the one leader write its answer waits for.
+Handler = Callable[[Call], ApiResponse | PendingWrite]

@@ -155,7 +155,7 @@ def node_allocations(call: Call) -> ApiResponse:
     return call.read(("allocs",), render)
 
 
-def _node_reply(response: Any) -> ApiResponse:
+def _node_reply(response: LeaderResponse) -> ApiResponse:
     body = {
         "EvalIDs": list(response.eval_ids),
         "EvalCreateIndex": response.index if response.eval_ids else 0,
@@ -165,7 +165,7 @@ def _node_reply(response: Any) -> ApiResponse:
     return ApiResponse(200, body, response.index)
 
 
-def drain_node(call: Call) -> ApiResponse:
+def drain_node(call: Call) -> PendingWrite:
     body = call.json_or_empty()
     spec = body.get("DrainSpec")
     drain: DrainStrategy | None = None
@@ -184,22 +184,20 @@ def drain_node(call: Call) -> ApiResponse:
     if not isinstance(mark, bool):
         raise bad_request(f"MarkEligible: expected a boolean, got {mark!r}")
     node_id = _node_id(call.backend.snapshot(), call.params["id"])
-    response = call.write(
-        RequestKind.DRAIN_NODE, node_ids=(node_id,), drain=drain, mark_eligible=mark
+    return call.write_then(
+        RequestKind.DRAIN_NODE, _node_reply, node_ids=(node_id,), drain=drain, mark_eligible=mark
     )
-    return _node_reply(response)
 
 
-def node_eligibility(call: Call) -> ApiResponse:
+def node_eligibility(call: Call) -> PendingWrite:
     body = call.json()
     value = body.get("Eligibility")
     if value not in ("eligible", "ineligible"):
         raise bad_request(f"Eligibility: expected 'eligible' or 'ineligible', got {value!r}")
     node_id = _node_id(call.backend.snapshot(), call.params["id"])
-    response = call.write(
-        RequestKind.NODE_ELIGIBILITY, node_ids=(node_id,), eligible=value == "eligible"
+    return call.write_then(
+        RequestKind.NODE_ELIGIBILITY, _node_reply, node_ids=(node_id,), eligible=value == "eligible"
     )
-    return _node_reply(response)
 
 
 def evaluate_node(call: Call) -> ApiResponse:
@@ -217,10 +215,13 @@ def evaluate_node(call: Call) -> ApiResponse:
     return ApiResponse(200, body, response.index or None)
 
 
-def system_gc(call: Call) -> ApiResponse:
+def system_gc(call: Call) -> PendingWrite:
     """Nomad's System.GarbageCollect, done at once through the leader (actors/leader/core/
     gc.py) where Nomad queues a core eval: on return what could go is gone."""
-    response = call.write(RequestKind.SYSTEM_GC)
+    return call.write_then(RequestKind.SYSTEM_GC, _gc_reply)
+
+
+def _gc_reply(response: LeaderResponse) -> ApiResponse:
     return ApiResponse(200, None, response.index or None)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.api.core import shapes
-from actors.api.core.call import Call, typed_field
+from actors.api.core.call import Call, Handler, PendingWrite, typed_field
 from actors.api.core.deployment_shapes import deployment_json, deployment_lookup
 from actors.api.core.errors import bad_request, not_found
 from actors.api.core.http_types import ApiResponse
@@ -67,17 +67,17 @@ def job_latest_deployment(call: Call) -> ApiResponse:
     return call.read(TABLES, render)
 
 
-def fail_deployment(call: Call) -> ApiResponse:
+def fail_deployment(call: Call) -> PendingWrite:
     return _write(call, RequestKind.FAIL_DEPLOYMENT)
 
 
-def pause_deployment(call: Call) -> ApiResponse:
+def pause_deployment(call: Call) -> PendingWrite:
     body = call.json_or_empty()
     pause = typed_field(body, "Pause", bool, False)
     return _write(call, RequestKind.PAUSE_DEPLOYMENT, pause=pause)
 
 
-def promote_deployment(call: Call) -> ApiResponse:
+def promote_deployment(call: Call) -> PendingWrite:
     body = call.json_or_empty()
     groups = typed_field(body, "Groups", tuple[str, ...], ())
     if typed_field(body, "All", bool, False):
@@ -85,7 +85,7 @@ def promote_deployment(call: Call) -> ApiResponse:
     return _write(call, RequestKind.PROMOTE_DEPLOYMENT, groups=groups)
 
 
-def set_alloc_health(call: Call) -> ApiResponse:
+def set_alloc_health(call: Call) -> PendingWrite:
     body = call.json_or_empty()
     healthy = typed_field(body, "HealthyAllocationIDs", tuple[str, ...], ())
     unhealthy = typed_field(body, "UnhealthyAllocationIDs", tuple[str, ...], ())
@@ -99,8 +99,11 @@ def set_alloc_health(call: Call) -> ApiResponse:
     )
 
 
-def _write(call: Call, kind: RequestKind, **fields: Any) -> ApiResponse:
-    response: LeaderResponse = call.write(kind, deployment_id=call.params["id"], **fields)
+def _write(call: Call, kind: RequestKind, **fields: Any) -> PendingWrite:
+    return call.write_then(kind, _reply, deployment_id=call.params["id"], **fields)
+
+
+def _reply(response: LeaderResponse) -> ApiResponse:
     body = {
         "EvalID": response.eval_id,
         "EvalCreateIndex": response.index if response.eval_id else 0,
@@ -123,7 +126,7 @@ def _newest_first(deployments: list[Deployment]) -> list[Deployment]:
     return sorted(deployments, key=lambda d: d.create_index, reverse=True)
 
 
-ROUTES = [
+ROUTES: list[tuple[str, str, Handler]] = [
     ("GET", "/v1/deployments", list_deployments),
     ("GET", "/v1/deployment/allocations/:id", deployment_allocations),
     ("POST", "/v1/deployment/fail/:id", fail_deployment),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from actors.agent.core import FleetSpec
-from actors.api.core.call import Call
+from actors.api.core.call import Call, PendingWrite
 from actors.api.core.errors import ApiError, bad_request
 from actors.api.core.fleets import fleet_to_json, parse_fleet
 from actors.api.core.http_types import ApiResponse
@@ -25,7 +25,7 @@ from actors.state import StateReader
 from contracts import Node, NodeStatus
 from contracts.dstack.task import parse_task
 from contracts.errors import ValidationError
-from contracts.messages import RequestKind
+from contracts.messages import LeaderResponse, RequestKind
 from contracts.share import FLEET_ATTRIBUTE, is_run, node_block_ids
 
 RUN_TABLES = ("jobs", "allocs", "evals", "nodes")
@@ -155,7 +155,7 @@ def get_run(call: Call) -> ApiResponse:
     return call.read(RUN_TABLES, lambda s: _run(call, s, call.params["name"]))
 
 
-def submit_run(call: Call) -> ApiResponse:
+def submit_run(call: Call) -> PendingWrite:
     body = call.json()
     raw = body.get("Run")
     if not isinstance(raw, dict):
@@ -190,16 +190,23 @@ def submit_run(call: Call) -> ApiResponse:
     if existing is not None and not ended(_run(call, state, job.id)["Status"]):
         raise ApiError(409, f'run "{job.id}" is active: `drover stop {job.id}` first')
     job = call.backend.package_job(job)
-    response = call.write(RequestKind.REGISTER_JOB, job=job, namespace=job.namespace)
-    return ApiResponse(
-        200, {"Name": job.id, "EvalID": response.eval_id, "JobModifyIndex": response.index}
-    )
+    name = job.id
+
+    def submitted(response: LeaderResponse) -> ApiResponse:
+        return ApiResponse(
+            200, {"Name": name, "EvalID": response.eval_id, "JobModifyIndex": response.index}
+        )
+
+    return call.write_then(RequestKind.REGISTER_JOB, submitted, job=job, namespace=job.namespace)
 
 
-def stop_run(call: Call) -> ApiResponse:
+def stop_run(call: Call) -> PendingWrite:
     name = call.params["name"]
     job = call.backend.snapshot().job(call.namespace, name)
     if job is None or not is_run(job):
         raise ApiError(404, f'run "{name}" not found')
-    response = call.write(RequestKind.STOP_JOB, job_id=name)
-    return ApiResponse(200, {"Name": name, "EvalID": response.eval_id})
+    return call.write_then(
+        RequestKind.STOP_JOB,
+        lambda response: ApiResponse(200, {"Name": name, "EvalID": response.eval_id}),
+        job_id=name,
+    )
