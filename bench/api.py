@@ -31,6 +31,7 @@ import resource
 import sys
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from multiprocessing.connection import Connection
 from typing import Any
@@ -94,21 +95,31 @@ def _percentile(values: list[float], q: float) -> float | None:
     return round(1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))], 2)
 
 
-async def _keep_alive_phase(
-    host: str, port: int, clients: int, seconds: float, paths: list[str]
-) -> dict[str, Any]:
+async def _clients_phase(
+    clients: int, seconds: float, client: Callable[[int, float, list[float]], Awaitable[int]]
+) -> tuple[list[float], int, float]:
+    """Run `client(i, until, latencies)` for each of `clients` at once, until `seconds` have
+    passed: every request's latency, the errors they counted, and the seconds it took."""
     latencies: list[float] = []
     started = time.monotonic()
     until = started + seconds
-    errors = await asyncio.gather(
-        *(_client(host, port, paths[i:] + paths[:i], until, latencies) for i in range(clients))
+    errors = await asyncio.gather(*(client(i, until, latencies) for i in range(clients)))
+    return latencies, sum(errors), time.monotonic() - started
+
+
+async def _keep_alive_phase(
+    host: str, port: int, clients: int, seconds: float, paths: list[str]
+) -> dict[str, Any]:
+    latencies, errors, elapsed = await _clients_phase(
+        clients,
+        seconds,
+        lambda i, until, latencies: _client(host, port, paths[i:] + paths[:i], until, latencies),
     )
-    elapsed = time.monotonic() - started
     return {
         "rps": round(len(latencies) / elapsed),
         "p50_ms": _percentile(latencies, 0.5),
         "p99_ms": _percentile(latencies, 0.99),
-        "errors": sum(errors),
+        "errors": errors,
     }
 
 
@@ -158,18 +169,16 @@ async def _writer(host: str, port: int, name: str, until: float, latencies: list
 
 
 async def _write_phase(host: str, port: int, clients: int, seconds: float) -> dict[str, Any]:
-    latencies: list[float] = []
-    started = time.monotonic()
-    until = started + seconds
-    errors = await asyncio.gather(
-        *(_writer(host, port, f"w{i}", until, latencies) for i in range(clients))
+    latencies, errors, elapsed = await _clients_phase(
+        clients,
+        seconds,
+        lambda i, until, latencies: _writer(host, port, f"w{i}", until, latencies),
     )
-    elapsed = time.monotonic() - started
     return {
         "write_rps": round(len(latencies) / elapsed),
         "write_p50_ms": _percentile(latencies, 0.5),
         "write_p99_ms": _percentile(latencies, 0.99),
-        "write_errors": sum(errors),
+        "write_errors": errors,
         "writes": len(latencies),
     }
 
