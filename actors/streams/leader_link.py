@@ -1,11 +1,13 @@
 """Requests to the leader over its request stream, for a process that makes many at once.
 
-`send` puts the request on the leader's request stream with this link's response stream in
-`reply_to`, then waits; one reader thread reads the response stream and hands each answer to
-the caller waiting on its request id. Against a Ray call per request (the API's old path),
-the leader pays no RPC executor thread, no pickling and no wake-up: its loop reads requests
-in batches from the stream it blocks on anyway, and decides and commits a batch together.
-The request is on the stream before `send` waits, so a restarted leader still reads it (from
+`submit` puts the request on the leader's request stream with this link's response stream in
+`reply_to` and returns a future; one reader thread reads the response stream and resolves the
+future waiting on each answer's request id (`send` submits and waits on it: the HTTP API's
+server awaits it on its event loop instead, holding no thread). Against a Ray call per
+request (the API's old path), the leader pays no RPC executor thread, no pickling and no
+wake-up: its loop reads requests in batches from the stream it blocks on anyway, and decides
+and commits a batch together.
+The request is on the stream before `submit` returns, so a restarted leader still reads it (from
 its group's pending entries) and answers it once: request ids are applied at most once.
 
 Answers are keyed by request id, so a caller that timed out never gets another's answer;
