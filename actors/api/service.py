@@ -33,6 +33,7 @@ from actors.agent.core import FleetSpec
 from actors.api.acl_redis import RedisAclStore
 from actors.api.core import ApiError
 from actors.api.core.acl import AclService, Issued
+from actors.api.core.backend import answered_now
 from actors.api.core.event_broker import EventBroker
 from actors.api.core.events import EventSource, EventTranslator
 from actors.process_settings import tune_process
@@ -158,10 +159,8 @@ class ApiService:
             request = _with_request_id(request)
         try:
             response = self.send(request)
-        except LeaderUnanswered as exc:
-            raise ApiError(503, str(exc)) from None
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise _unreachable(exc) from None
+        except _UNSENT as exc:
+            raise _write_error(exc) from None
         self._answered(response)
         return response
 
@@ -170,15 +169,13 @@ class ApiService:
         answer, the read barrier already past it. Without a `submit` of the link's, the write
         is sent (and answered) before this returns."""
         if self._submit is None:
-            done: Future[LeaderResponse] = Future()
-            done.set_result(self.write(request))
-            return done
+            return answered_now(self.write(request))
         if not request.request_id:
             request = _with_request_id(request)
         try:
             sent = self._submit(request)
-        except (redis.ConnectionError, redis.TimeoutError) as exc:
-            raise _unreachable(exc) from None
+        except _UNSENT as exc:
+            raise _write_error(exc) from None
         # The caller's future is resolved only once the read barrier is past the answer,
         # whoever waits on it and however (a callback or a blocked result()).
         answered: Future[LeaderResponse] = Future()
@@ -191,10 +188,8 @@ class ApiService:
             answered.cancel()
             return
         error = sent.exception()
-        if isinstance(error, LeaderUnanswered):
-            error = ApiError(503, str(error))
-        elif isinstance(error, redis.ConnectionError | redis.TimeoutError):
-            error = _unreachable(error)
+        if isinstance(error, _UNSENT):
+            error = _write_error(error)
         with contextlib.suppress(InvalidStateError):  # its caller gave up meanwhile
             if error is not None:
                 answered.set_exception(error)
@@ -320,7 +315,13 @@ class ApiService:
         return reports
 
 
-def _unreachable(exc: Exception) -> ApiError:
+# A write that did not reach the leader, or got no answer from it: a 503 either way.
+_UNSENT = (LeaderUnanswered, redis.ConnectionError, redis.TimeoutError)
+
+
+def _write_error(exc: BaseException) -> ApiError:
+    if isinstance(exc, LeaderUnanswered):
+        return ApiError(503, str(exc))
     # Reads still come from this API's replica; a write cannot reach the leader.
     return ApiError(
         503,

@@ -16,6 +16,14 @@ from contracts.node_commands import NodeCommand, NodeCommandReply, TaskEvent
 from contracts.usage import UsageReport
 
 
+def answered_now(response: LeaderResponse) -> Future[LeaderResponse]:
+    """A `submit` future for a write answered before it returned (a backend without a
+    leader link of its own)."""
+    done: Future[LeaderResponse] = Future()
+    done.set_result(response)
+    return done
+
+
 class Backend(Protocol):
     acl_enabled: bool
     acl: AclService  # tokens and policies (core/acl.py)

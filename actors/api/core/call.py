@@ -110,8 +110,7 @@ class Call:
 
     def write(self, kind: RequestKind, **fields: Any) -> LeaderResponse:
         """Send a write and wait for the leader's answer (an ApiError if it refused)."""
-        fields.setdefault("namespace", self.namespace)
-        return _succeeded(self.backend.write(LeaderRequest(kind, **fields)))
+        return _succeeded(self.backend.write(self._request(kind, fields)))
 
     def write_then(
         self, kind: RequestKind, render: Callable[[LeaderResponse], ApiResponse], **fields: Any
@@ -119,8 +118,11 @@ class Call:
         """A write as a handler's last step: `render` makes the answer from the leader's
         (successful) response, wherever and whenever it arrives, so it must not read the
         call's backend."""
+        return PendingWrite(self._request(kind, fields), render)
+
+    def _request(self, kind: RequestKind, fields: dict[str, Any]) -> LeaderRequest:
         fields.setdefault("namespace", self.namespace)
-        return PendingWrite(LeaderRequest(kind, **fields), render)
+        return LeaderRequest(kind, **fields)
 
 
 # A route's handler: it answers, or returns the one leader write its answer waits for.

@@ -17,6 +17,7 @@ from actors.agent.core import FleetSpec, simulated_nodes
 from actors.agent.core.retire import Retirement
 from actors.api.core import Api, ApiError, ApiRequest, ApiResponse
 from actors.api.core.acl import AclService, MemoryAclStore
+from actors.api.core.backend import answered_now
 from actors.autoscaler.core.applied import AppliedPolicies, MemoryPolicyStore, applied_path
 from actors.autoscaler.core.registry import PolicyEntry, PolicyRegistry
 from actors.autoscaler.core.views import policy_json
@@ -93,9 +94,7 @@ class MemoryBackend:
         )
 
     def submit(self, request: LeaderRequest) -> Future[LeaderResponse]:
-        done: Future[LeaderResponse] = Future()
-        done.set_result(self.write(request))
-        return done
+        return answered_now(self.write(request))
 
     def leader_address(self) -> str:
         return self.address
