@@ -8,6 +8,7 @@ server-owned ones are skipped, and anything Nomad does not have is an error at i
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -81,6 +82,11 @@ def walk(data: Any, obj: Obj, where: JsonWhere, problems: Problems) -> dict[str,
         if AS_IS.get(spec.kind) is type(value):
             out[key] = value
             continue
+        if not value and _EMPTY.get(spec.kind) is type(value):
+            # An empty list or map (a job's JSON is full of them) reads as `_value` would
+            # read it, without a path or a call.
+            out[key] = value if spec.kind is Kind.ANY_MAP else _EMPTY_READ[spec.kind]()
+            continue
         converted = _value(spec, value, where.child(name), problems)
         if converted is not None:
             out[key] = converted
@@ -88,6 +94,17 @@ def walk(data: Any, obj: Obj, where: JsonWhere, problems: Problems) -> dict[str,
         if spec.key not in given:
             problems.errors.append(where.child(spec.json or spec.key).missing())
     return out
+
+
+# The kinds an empty JSON container can be, and what `_value` reads it as (an ANY_MAP is
+# taken as it is).
+_EMPTY: dict[Kind, type] = {
+    Kind.OBJS: list,
+    Kind.STRS: list,
+    Kind.STR_MAP: dict,
+    Kind.ANY_MAP: dict,
+}
+_EMPTY_READ: dict[Kind, Callable[[], Any]] = {Kind.OBJS: list, Kind.STRS: tuple, Kind.STR_MAP: dict}
 
 
 def _not_modelled(obj: Obj, name: str, value: Any, where: JsonWhere, problems: Problems) -> None:

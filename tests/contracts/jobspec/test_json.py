@@ -18,6 +18,9 @@ from contracts.job import (
     UpdateStrategy,
 )
 from contracts.jobspec import parse_job_file, parse_json, parse_json_with_warnings
+from contracts.jobspec.json_spec import _value, walk
+from contracts.jobspec.schema import JOB, Field, Kind, Obj
+from contracts.jobspec.where import JsonWhere, Problems
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 S = 1_000_000_000
@@ -239,3 +242,45 @@ def test_scalars_of_the_exact_type_and_convertible_ones_read_alike() -> None:
     body = minimal()
     body["TaskGroups"][0]["Count"] = False
     assert problems_of(body) == ["$.TaskGroups[0].Count: must be an integer, got false"]
+
+
+def test_an_empty_list_or_map_reads_as_the_full_walk_reads_it() -> None:
+    """A job's JSON is full of empty containers, which the walk takes without a call per
+    field: what it keeps must be what `_value` makes of them, kind by kind."""
+    fields = [
+        spec
+        for obj in _objects(JOB, {})
+        for spec in obj.json_exact.values()
+        if spec.kind in (Kind.OBJS, Kind.STRS, Kind.STR_MAP, Kind.ANY_MAP)
+    ]
+    assert {spec.kind for spec in fields} == {Kind.OBJS, Kind.STRS, Kind.STR_MAP, Kind.ANY_MAP}
+    for spec in fields:
+        empty: Any = [] if spec.kind in (Kind.OBJS, Kind.STRS) else {}
+        problems = Problems()
+        walked = walk({spec.json: empty}, _holding(spec), JsonWhere(), problems)
+        full = _value(spec, empty, JsonWhere(), problems)
+        assert not problems.errors and not problems.warnings
+        assert walked == {spec.key: full}, spec
+        assert type(walked[spec.key]) is type(full), spec
+
+
+def _objects(obj: Obj, seen: dict[int, Obj]) -> list[Obj]:
+    """`obj` and every object schema under it."""
+    if id(obj) not in seen:
+        seen[id(obj)] = obj
+        for spec in obj.json_exact.values():
+            if spec.obj is not None:
+                _objects(spec.obj, seen)
+    return list(seen.values())
+
+
+def _holding(spec: Field) -> Obj:
+    """An object schema with `spec` as its one field."""
+    return Obj("holder", fields=(spec,))
+
+
+def test_empty_containers_and_absent_ones_make_the_same_job() -> None:
+    task = {"Name": "t", "Driver": "mock", "Config": {}, "Env": {}, "Meta": {}}
+    group = {"Name": "g", "Tasks": [task], "Constraints": [], "Affinities": [], "Meta": {}}
+    with_empties = minimal(Datacenters=[], Constraints=[], Spreads=[], Meta={}, TaskGroups=[group])
+    assert parse_json(json.dumps(with_empties)) == parse_json(json.dumps(minimal()))
