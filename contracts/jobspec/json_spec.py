@@ -15,7 +15,13 @@ import orjson
 
 from contracts.errors import ValidationError
 from contracts.jobspec.schema import JOB, SCALARS, Field, Kind, Obj, is_unset
-from contracts.jobspec.values import AS_IS, coerce_scalar, coerce_str_map, coerce_strings
+from contracts.jobspec.values import (
+    AS_IS,
+    NS_PER_S,
+    coerce_scalar,
+    coerce_str_map,
+    coerce_strings,
+)
 from contracts.jobspec.where import JsonWhere, Problems, bad_value
 
 # JobRegisterRequest fields around the job; the HTTP layer, not the job spec, owns them.
@@ -82,10 +88,9 @@ def walk(data: Any, obj: Obj, where: JsonWhere, problems: Problems) -> dict[str,
         if AS_IS.get(spec.kind) is type(value):
             out[key] = value
             continue
-        if not value and _EMPTY.get(spec.kind) is type(value):
-            # An empty list or map (a job's JSON is full of them) reads as `_value` would
-            # read it, without a path or a call.
-            out[key] = value if spec.kind is Kind.ANY_MAP else _EMPTY_READ[spec.kind]()
+        quick = _QUICK.get(spec.kind)
+        if quick is not None and (read := quick(spec, value)) is not _DECLINED:
+            out[key] = read
             continue
         converted = _value(spec, value, where.child(name), problems)
         if converted is not None:
@@ -96,15 +101,59 @@ def walk(data: Any, obj: Obj, where: JsonWhere, problems: Problems) -> dict[str,
     return out
 
 
-# The kinds an empty JSON container can be, and what `_value` reads it as (an ANY_MAP is
-# taken as it is).
-_EMPTY: dict[Kind, type] = {
-    Kind.OBJS: list,
-    Kind.STRS: list,
-    Kind.STR_MAP: dict,
-    Kind.ANY_MAP: dict,
+# Quick reads of the values `_value` would take without a problem, by kind: what `_value`
+# makes of them, without a JSON path or its calls. A job's JSON is full of them (empty
+# lists and maps, counts, nanosecond durations). `_DECLINED`: anything else, which `_value`
+# reads (and words the problem of). Objects are always walked.
+_DECLINED: Any = object()
+Quick = Callable[[Field, Any], Any]
+
+
+def _strings(spec: Field, value: Any) -> Any:
+    if type(value) is list and all(type(item) is str for item in value):
+        return tuple(value)
+    return _DECLINED
+
+
+def _string_map(spec: Field, value: Any) -> Any:
+    if type(value) is dict and all(type(k) is str and type(v) is str for k, v in value.items()):
+        return dict(value)
+    return _DECLINED
+
+
+def _no_blocks(spec: Field, value: Any) -> Any:
+    return [] if type(value) is list and not value else _DECLINED
+
+
+def _any_map(spec: Field, value: Any) -> Any:
+    return value if type(value) is dict else _DECLINED
+
+
+def _at_least(floor: int) -> Quick:
+    def read(spec: Field, value: Any) -> Any:
+        return value if type(value) is int and value >= floor else _DECLINED
+
+    return read
+
+
+def _choice(spec: Field, value: Any) -> Any:
+    return value if type(value) is str and value in spec.choices else _DECLINED
+
+
+def _nanoseconds(spec: Field, value: Any) -> Any:
+    return float(value) / NS_PER_S if type(value) is int else _DECLINED
+
+
+_QUICK: dict[Kind, Quick] = {
+    Kind.STRS: _strings,
+    Kind.STR_MAP: _string_map,
+    Kind.OBJS: _no_blocks,
+    Kind.ANY_MAP: _any_map,
+    Kind.POS_INT: _at_least(1),
+    Kind.NONNEG_INT: _at_least(0),
+    Kind.CHOICE: _choice,
+    Kind.DURATION: _nanoseconds,
 }
-_EMPTY_READ: dict[Kind, Callable[[], Any]] = {Kind.OBJS: list, Kind.STRS: tuple, Kind.STR_MAP: dict}
 
 
 def _not_modelled(obj: Obj, name: str, value: Any, where: JsonWhere, problems: Problems) -> None:

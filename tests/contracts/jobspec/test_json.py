@@ -244,24 +244,40 @@ def test_scalars_of_the_exact_type_and_convertible_ones_read_alike() -> None:
     assert problems_of(body) == ["$.TaskGroups[0].Count: must be an integer, got false"]
 
 
-def test_an_empty_list_or_map_reads_as_the_full_walk_reads_it() -> None:
-    """A job's JSON is full of empty containers, which the walk takes without a call per
-    field: what it keeps must be what `_value` makes of them, kind by kind."""
+# Values of every kind the walk reads quickly, good and bad: each must read exactly as the
+# full `_value` reads it (the same value, the same problems).
+_SAMPLES: dict[Kind, list[Any]] = {
+    Kind.OBJS: [[], [{}], {}, "x"],
+    Kind.STRS: [[], ["a", "b"], ["a", 1], [True], "a", {}],
+    Kind.STR_MAP: [{}, {"a": "b"}, {"a": 1}, {1: "b"}, [], "a"],
+    Kind.ANY_MAP: [{}, {"a": [1, {"b": None}]}, [], "a"],
+    Kind.POS_INT: [1, 7, 0, -1, 2.0, 2.5, True, "3"],
+    Kind.NONNEG_INT: [0, 5, -1, 1.0, False, "0"],
+    Kind.CHOICE: [],  # filled from each field's own choices below
+    Kind.DURATION: [0, 30 * S, -S, 1.5, True, "30s"],
+}
+
+
+def test_values_the_walk_reads_quickly_read_as_the_full_walk_reads_them() -> None:
     fields = [
         spec
         for obj in _objects(JOB, {})
         for spec in obj.json_exact.values()
-        if spec.kind in (Kind.OBJS, Kind.STRS, Kind.STR_MAP, Kind.ANY_MAP)
+        if spec.kind in _SAMPLES
     ]
-    assert {spec.kind for spec in fields} == {Kind.OBJS, Kind.STRS, Kind.STR_MAP, Kind.ANY_MAP}
+    assert {spec.kind for spec in fields} == set(_SAMPLES)
     for spec in fields:
-        empty: Any = [] if spec.kind in (Kind.OBJS, Kind.STRS) else {}
-        problems = Problems()
-        walked = walk({spec.json: empty}, _holding(spec), JsonWhere(), problems)
-        full = _value(spec, empty, JsonWhere(), problems)
-        assert not problems.errors and not problems.warnings
-        assert walked == {spec.key: full}, spec
-        assert type(walked[spec.key]) is type(full), spec
+        samples = _SAMPLES[spec.kind] or [*spec.choices, "nope", 1, None]
+        for value in samples:
+            if value is None:
+                continue  # null is "not set", before any kind
+            quick, full = Problems(), Problems()
+            walked = walk({spec.json: copy.deepcopy(value)}, _holding(spec), JsonWhere(), quick)
+            read = _value(spec, copy.deepcopy(value), JsonWhere().child(spec.json or ""), full)
+            assert walked == ({} if read is None else {spec.key: read}), (spec, value)
+            if read is not None:
+                assert type(walked[spec.key]) is type(read), (spec, value)
+            assert (quick.errors, quick.warnings) == (full.errors, full.warnings), (spec, value)
 
 
 def _objects(obj: Obj, seen: dict[int, Obj]) -> list[Obj]:
