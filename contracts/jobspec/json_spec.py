@@ -17,6 +17,7 @@ from contracts.errors import ValidationError
 from contracts.jobspec.schema import JOB, SCALARS, Field, Kind, Obj, is_unset
 from contracts.jobspec.values import (
     AS_IS,
+    INT_FLOOR,
     NS_PER_S,
     coerce_scalar,
     coerce_str_map,
@@ -149,8 +150,7 @@ _QUICK: dict[Kind, Quick] = {
     Kind.STR_MAP: _string_map,
     Kind.OBJS: _no_blocks,
     Kind.ANY_MAP: _any_map,
-    Kind.POS_INT: _at_least(1),
-    Kind.NONNEG_INT: _at_least(0),
+    **{kind: _at_least(floor) for kind, floor in INT_FLOOR.items() if floor is not None},
     Kind.CHOICE: _choice,
     Kind.DURATION: _nanoseconds,
 }

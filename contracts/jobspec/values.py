@@ -74,7 +74,8 @@ def _as_str(value: Any, hcl: bool) -> str | None:
     return None
 
 
-_INT_FLOOR = {Kind.INT: None, Kind.POS_INT: 1, Kind.NONNEG_INT: 0}
+# The integer kinds and their least value (None: any).
+INT_FLOOR = {Kind.INT: None, Kind.POS_INT: 1, Kind.NONNEG_INT: 0}
 # Kinds whose values of exactly this Python type `coerce_scalar` returns unchanged, in JSON
 # and HCL alike: a walk takes them as they are, without a JSON path or a call per field.
 AS_IS: dict[Kind, type] = {Kind.STR: str, Kind.INT: int, Kind.BOOL: bool}
@@ -90,9 +91,9 @@ def coerce_scalar(
     choices: tuple[str, ...] = (),
 ) -> Any:
     """The typed value, or None after recording a problem naming where and what."""
-    if kind in _INT_FLOOR:
+    if kind in INT_FLOOR:
         number = _as_int(value)
-        floor = _INT_FLOOR[kind]
+        floor = INT_FLOOR[kind]
         if number is None or (floor is not None and number < floor):
             problems.errors.append(bad_value(where, kind.value, value, _hint(value)))
             return None
