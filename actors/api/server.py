@@ -317,8 +317,11 @@ class ApiHttpServer:
                 await self._inbox.settled(answer)
         except TimeoutError:
             if not answer.done() or answer.cancelled():  # else it came with the deadline
-                message = f"the leader did not answer within {flight.timeout_s:g}s"
-                return ApiResponse(503, f"{message}; the write may still be applied")
+                message = (
+                    f"the leader did not answer request {flight.request_id} within"
+                    f" {flight.timeout_s:g}s; the write may still be applied"
+                )
+                return ApiResponse(503, message)
         finally:
             answer.cancel()  # forgets it if it is still waiting (no-op once answered)
         return self.api.finish(flight, answer)

@@ -18,11 +18,8 @@ into Nomad's events (core/events.py) and published to `events`, the broker subsc
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
-import os
 import threading
-import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Protocol
@@ -36,6 +33,7 @@ from actors.api.core.acl import AclService, Issued
 from actors.api.core.backend import answered_now
 from actors.api.core.event_broker import EventBroker
 from actors.api.core.events import EventSource, EventTranslator
+from actors.api.core.request_ids import with_request_id
 from actors.process_settings import tune_process
 from actors.runtime.replica import LogReplica
 from actors.state import StateReader
@@ -45,7 +43,6 @@ from actors.streams.names import StreamNames
 from actors.streams.node_link import send_commands, task_events
 from contracts import Job
 from contracts.codec import CodecError
-from contracts.copying import replacer
 from contracts.jobspec.limits import DEFAULT_LIMITS, JobLimits
 from contracts.messages import LeaderRequest, LeaderResponse
 from contracts.node_commands import NodeCommand, NodeCommandReply, TaskEvent
@@ -155,8 +152,7 @@ class ApiService:
         self.replica.wait_for(index + 1, timeout_s)
 
     def write(self, request: LeaderRequest) -> LeaderResponse:
-        if not request.request_id:
-            request = _with_request_id(request)
+        request = with_request_id(request)
         try:
             response = self.send(request)
         except _UNSENT as exc:
@@ -170,8 +166,7 @@ class ApiService:
         is sent (and answered) before this returns."""
         if self._submit is None:
             return answered_now(self.write(request))
-        if not request.request_id:
-            request = _with_request_id(request)
+        request = with_request_id(request)
         try:
             sent = self._submit(request)
         except _UNSENT as exc:
@@ -328,28 +323,3 @@ def _write_error(exc: BaseException) -> ApiError:
         f"Redis is unreachable ({exc}): the request did not reach the leader; retry when it"
         " is back",
     )
-
-
-class _RequestIds:
-    """A request id is this process's random prefix and a count: unique across processes and
-    restarts as a uuid4 per request would be, without a getrandom call on every registration
-    (the leader applies each id at most once). A forked child draws a prefix of its own."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.prefix = uuid.uuid4().hex[:16]
-        self.counter = itertools.count(1)  # next() is atomic under the GIL
-
-    def next(self) -> str:
-        return f"{self.prefix}-{next(self.counter)}"
-
-
-_request_ids = _RequestIds()
-os.register_at_fork(after_in_child=_request_ids.reset)
-_set_request_id = replacer(LeaderRequest, "request_id")
-
-
-def _with_request_id(request: LeaderRequest) -> LeaderRequest:
-    return _set_request_id(request, _request_ids.next())

@@ -37,6 +37,7 @@ from actors.api.core.backend import Backend
 from actors.api.core.call import Call, Handler, PendingWrite
 from actors.api.core.errors import ApiError, from_exception
 from actors.api.core.http_types import ApiRequest, ApiResponse
+from actors.api.core.request_ids import with_request_id
 from contracts.errors import ConflictError, NotFoundError, ValidationError
 from contracts.messages import LeaderResponse
 
@@ -54,6 +55,7 @@ class WriteInFlight:
     pending: PendingWrite
     answer: Future[LeaderResponse]
     timeout_s: float
+    request_id: str  # the leader request's: what a client told "may still be applied" asks for
 
 
 _ROUTES: list[tuple[str, str, Handler]] = [
@@ -163,7 +165,9 @@ class Api:
         """The answer to a request `begin` left in flight, once `answer` (its `answer`) is
         done: the leader's response rendered, or its error answered as `handle` would."""
         if answer.cancelled():
-            return ApiResponse(503, "the write was given up before the leader answered")
+            return ApiResponse(
+                503, f"request {flight.request_id} was given up before the leader answered"
+            )
         return self._guarded(flight.request, lambda: flight.pending.answer(answer.result()))
 
     def _waited(self, result: ApiResponse | PendingWrite) -> ApiResponse:
@@ -175,8 +179,10 @@ class Api:
         self, request: ApiRequest, result: ApiResponse | PendingWrite
     ) -> ApiResponse | WriteInFlight:
         if isinstance(result, PendingWrite):
-            answer = self.backend.submit(result.request)
-            return WriteInFlight(request, result, answer, self.backend.write_timeout_s)
+            sent = with_request_id(result.request)
+            answer = self.backend.submit(sent)
+            timeout_s = self.backend.write_timeout_s
+            return WriteInFlight(request, result, answer, timeout_s, sent.request_id)
         return result
 
     def _guarded(self, request: ApiRequest, answer: Callable[[], _Answer]) -> _Answer | ApiResponse:

@@ -367,8 +367,15 @@ def test_a_write_the_leader_does_not_answer_in_time_is_a_503_and_is_given_up() -
             _post_job(conn, "unanswered")
             head, body = _response(conn)
         assert head.startswith(b"HTTP/1.1 503")
-        assert body == b"the leader did not answer within 0.2s; the write may still be applied"
-        ((_request, future),) = backend.held
+        ((request, future),) = backend.held
+        assert request.request_id
+        assert (
+            body
+            == (
+                f"the leader did not answer request {request.request_id} within 0.2s; the write"
+                " may still be applied"
+            ).encode()
+        )
         assert future.cancelled()  # the link forgets it: a late answer is dropped
     finally:
         server.stop()

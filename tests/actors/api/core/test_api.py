@@ -16,7 +16,7 @@ from actors.api.core.call import PendingWrite
 from actors.api.core.shapes import job_to_nomad
 from contracts.jobspec import parse_job_file, parse_json
 from contracts.jobspec.limits import JobLimits
-from contracts.messages import LeaderResponse
+from contracts.messages import LeaderRequest, LeaderResponse
 
 from .conftest import Client, MemoryBackend
 
@@ -323,7 +323,31 @@ def test_a_write_that_failed_or_was_given_up_is_answered_as_handle_would() -> No
     assert api.finish(started, refused) == ApiResponse(409, "job is stale")
     given_up: Future[LeaderResponse] = Future()
     given_up.cancel()
-    assert api.finish(started, given_up).status == 503
+    answer = api.finish(started, given_up)
+    assert started.request_id  # the request went with an id of the API's
+    assert answer == ApiResponse(
+        503, f"request {started.request_id} was given up before the leader answered"
+    )
+
+
+class SentWrites(MemoryBackend):
+    """A memory backend that keeps every leader request submitted to it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[LeaderRequest] = []
+
+    def submit(self, request: LeaderRequest) -> Future[LeaderResponse]:
+        self.sent.append(request)
+        return super().submit(request)
+
+
+def test_a_write_in_flight_knows_the_id_its_leader_request_went_with() -> None:
+    backend = SentWrites()
+    first, second = (Api(backend).begin(_register(name)) for name in ("one", "two"))
+    assert isinstance(first, WriteInFlight) and isinstance(second, WriteInFlight)
+    assert [r.request_id for r in backend.sent] == [first.request_id, second.request_id]
+    assert first.request_id != second.request_id
 
 
 def test_a_render_that_raises_is_a_500_naming_the_error() -> None:
