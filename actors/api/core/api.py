@@ -55,7 +55,7 @@ class WriteInFlight:
     pending: PendingWrite
     answer: Future[LeaderResponse]
     timeout_s: float
-    request_id: str  # the leader request's: what a client told "may still be applied" asks for
+    request_id: str  # the id the leader request went with: a 503 for it names it
 
 
 _ROUTES: list[tuple[str, str, Handler]] = [
