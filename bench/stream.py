@@ -60,6 +60,7 @@ from actors.agent.core import FleetSpec
 from actors.api.core.shapes import job_to_nomad
 from actors.streams.client import connect
 from actors.streams.names import StreamNames
+from bench.gauge import machine_ms
 from bench.stream_accounting import (
     actor_counters,
     calls_per_eval,
@@ -542,6 +543,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 yield (
                     common
                     | figures
+                    | {"machine_ms": machine_ms()}  # how fast this stretch ran (bench/gauge.py)
                     | {"phase_s": round(wall, 1), "cpu_pct": cpu, "system": counters}
                     | {"cpu_ms_per_eval": cpu_per_eval(cpu_s, evals)}
                     | {"redis_calls_per_eval": commands}

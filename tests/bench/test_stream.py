@@ -47,6 +47,7 @@ EVERY_PHASE = (
     "uncommitted",
     "not_running",
     "phase_s",
+    "machine_ms",
     "cpu_pct",
     "system",
     "redis_calls_per_eval",
@@ -199,6 +200,7 @@ def test_a_tiny_run_prints_every_figure_and_every_job_commits() -> None:
         assert line["bench"] == "stream" and line["workers"] == 1  # the count started
         assert [f for f in EVERY_PHASE if f not in line] == []
         assert line["register_errors"] == line["uncommitted"] == line["not_running"] == 0
+        assert line["machine_ms"] > 0
         for name in LATENCIES:
             p50, p99, top = (line[f"{name}_{p}_ms"] for p in ("p50", "p99", "max"))
             assert 0 <= p50 <= p99 <= top
