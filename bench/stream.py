@@ -27,7 +27,9 @@ flight) as the window starts/ends. A phase then drains (all its jobs running) fo
 `--drain` s (`drained`); what is left shows in the next `backlog_start`. `cpu_pct`: each
 process's CPU over the phase (window and drain) in percent of one core; `cpu_ms_per_eval`:
 the same CPU in milliseconds per evaluation scheduled, per process and in all (`drover`: all
-but the load process); `system`: the actors' counters over the phase.
+but the load process); `system`: the actors' counters over the phase; `machine_ms`: how fast
+the machine ran plain Python when the phase ended (bench/gauge.py: compare A/B pairs whose
+readings agree).
 """
 
 from __future__ import annotations
