@@ -75,6 +75,13 @@ def _eval_priority(value: Any, name: str) -> int | None:
     return value
 
 
+def _non_negative(value: Any, name: str) -> int:
+    """A body field that must be an integer of at least 0 (an index, a version)."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise bad_request(f"{name}: expected a non-negative integer, got {value!r}")
+    return value
+
+
 def _write_reply(response: LeaderResponse, warnings: list[str] | None = None) -> ApiResponse:
     body = {
         "EvalID": response.eval_id,
@@ -126,8 +133,7 @@ def register_job(call: Call) -> PendingWrite:
     modify_index = body.get("JobModifyIndex", 0)
     if not isinstance(enforce, bool):
         raise bad_request(f"EnforceIndex: expected a boolean, got {enforce!r}")
-    if not isinstance(modify_index, int) or isinstance(modify_index, bool) or modify_index < 0:
-        raise bad_request(f"JobModifyIndex: expected a non-negative integer, got {modify_index!r}")
+    modify_index = _non_negative(modify_index, "JobModifyIndex")
     preserve = body.get("PreserveCounts", False)
     if not isinstance(preserve, bool):
         raise bad_request(f"PreserveCounts: expected a boolean, got {preserve!r}")
@@ -301,8 +307,7 @@ def plan(call: Call) -> ApiResponse:
 def revert(call: Call) -> PendingWrite:
     body = call.json()
     version = body.get("JobVersion")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-        raise bad_request(f"JobVersion: expected a non-negative integer, got {version!r}")
+    version = _non_negative(version, "JobVersion")
     prior = body.get("EnforcePriorVersion")
     if prior is not None and (not isinstance(prior, int) or isinstance(prior, bool)):
         raise bad_request(f"EnforcePriorVersion: expected an integer, got {prior!r}")
@@ -318,8 +323,7 @@ def revert(call: Call) -> PendingWrite:
 def stable(call: Call) -> PendingWrite:
     body = call.json()
     version = body.get("JobVersion")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-        raise bad_request(f"JobVersion: expected a non-negative integer, got {version!r}")
+    version = _non_negative(version, "JobVersion")
     flag = body.get("Stable", True)
     if not isinstance(flag, bool):
         raise bad_request(f"Stable: expected a boolean, got {flag!r}")
@@ -388,8 +392,7 @@ def scale(call: Call) -> PendingWrite:
     modify_index = body.get("JobModifyIndex") or 0
     if not isinstance(enforce, bool):
         raise bad_request(f"EnforceIndex: expected a boolean, got {enforce!r}")
-    if not isinstance(modify_index, int) or isinstance(modify_index, bool) or modify_index < 0:
-        raise bad_request(f"JobModifyIndex: expected a non-negative integer, got {modify_index!r}")
+    modify_index = _non_negative(modify_index, "JobModifyIndex")
     if count is not None and modify_index > 0:
         # Nomad's Job.Scale: a count change with a non-zero JobModifyIndex applies only to
         # that version of the job (EnforceIndex or not).
