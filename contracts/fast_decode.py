@@ -31,7 +31,6 @@ def _bad(*_: object) -> Any:
     raise Slow
 
 
-_MISSING = object()
 _cache: dict[tuple[Any, bool], Callable[[Any], Any]] = {}
 
 
@@ -85,7 +84,7 @@ def _converter(tp: Any, strict: bool) -> tuple[str, dict[str, Any]]:
             name = f"_custom_{id(tp)}"
             return f"{name}({X}, '$')", {name: custom}
         name = f"_record_{id(tp)}_{int(strict)}"
-        return f"{name}({X})", {name: _Lazy(tp, strict)}
+        return f"{name}({X})", {name: _Lazy(tp, strict, name)}
     if origin in (types.UnionType, typing.Union):
         members = [a for a in get_args(tp) if a is not type(None)]
         if len(members) != 1:
@@ -98,8 +97,11 @@ def _converter(tp: Any, strict: bool) -> tuple[str, dict[str, Any]]:
         build = {tuple: "tuple", list: "list", frozenset: "frozenset"}[origin]
         var = f"_e{len(inner)}"  # distinct names when comprehensions nest
         body = _sub(inner, var)
+        # A list comprehension, not a generator: on 3.11 `tuple(<genexpr>)` costs ~0.5 us
+        # more per list, and most lists here hold one or two records.
+        items = f"[{body} for {var} in {X}]"
         return (
-            f"({build}({body} for {var} in {X}) if type({X}) is list "
+            f"({items if build == 'list' else f'{build}({items})'} if type({X}) is list "
             f"else ({build}() if {X} is None else _bad()))"
         ), env
     if origin in (dict, Mapping):
@@ -119,26 +121,47 @@ def _converter(tp: Any, strict: bool) -> tuple[str, dict[str, Any]]:
 def _compile_annotation(tp: Any, strict: bool) -> Callable[[Any], Any]:
     expr, env = _converter(tp, strict)
     env["_bad"] = _bad
-    exec(f"def decode(v):\n    return {_sub(expr, 'v')}\n", env)
-    fn: Callable[[Any], Any] = env["decode"]
-    return fn
+    return _define(f"def decode(v):\n    return {_sub(expr, 'v')}\n", env)
 
 
 class _Lazy:
-    """Defers compiling a nested record's decoder (records may refer to each other)."""
+    """Defers compiling a nested record's decoder (records may refer to each other). Once
+    compiled, the decoder replaces it in the globals of the functions that call it, so
+    only the first value pays the extra call."""
 
-    __slots__ = ("cls", "fn", "strict")
+    __slots__ = ("cls", "fn", "name", "strict", "users")
 
-    def __init__(self, cls: type, strict: bool) -> None:
+    def __init__(self, cls: type, strict: bool, name: str) -> None:
         self.cls = cls
         self.strict = strict
+        self.name = name
         self.fn: Callable[[Any], Any] | None = None
+        self.users: list[dict[str, Any]] = []  # the generated functions' globals
 
     def __call__(self, value: Any) -> Any:
         fn = self.fn
         if fn is None:
             fn = self.fn = fast_decoder(self.cls, self.strict)
+            for env in self.users:
+                env[self.name] = fn
+            self.users.clear()
         return fn(value)
+
+
+def _define(source: str, env: dict[str, Any]) -> Callable[[Any], Any]:
+    """The function `decode` that `source` defines, with `env` as its globals."""
+    exec(source, env)
+    for value in env.values():
+        if isinstance(value, _Lazy):
+            value.users.append(env)
+    fn: Callable[[Any], Any] = env["decode"]
+    return fn
+
+
+# Defaults built by these factories are immutable and equal every time: used as constants.
+_CONSTANT_FACTORIES: dict[Any, str] = {tuple: "()", frozenset: "_EMPTY_SET"}
+# And these are literals, cheaper than calling the type.
+_LITERAL_FACTORIES: dict[Any, str] = {dict: "{}", list: "[]"}
 
 
 def _compile(cls: type, strict: bool) -> Callable[[Any], Any]:
@@ -152,7 +175,12 @@ def _compile(cls: type, strict: bool) -> Callable[[Any], Any]:
     fields = [f for f in dataclasses.fields(cls) if f.init and not f.metadata.get("internal")]
     slotted = all(f.name in getattr(cls, "__slots__", ()) for f in dataclasses.fields(cls))
     direct = slotted and not hasattr(cls, "__post_init__")
-    env: dict[str, Any] = {"_bad": _bad, "_M": _MISSING, "cls": cls, "new": object.__new__}
+    env: dict[str, Any] = {
+        "_bad": _bad,
+        "_EMPTY_SET": frozenset(),
+        "cls": cls,
+        "new": object.__new__,
+    }
     known = frozenset(field_json_name(f) for f in fields)
     env["KNOWN"] = known
     lines = ["def decode(v):", "    if type(v) is not dict: _bad()"]
@@ -164,21 +192,25 @@ def _compile(cls: type, strict: bool) -> Callable[[Any], Any]:
         expr, extra = _converter(hints[f.name], strict)
         env.update(extra)
         value = _sub(expr, "x")
-        lines.append(f"    x = v.get({key!r}, _M)")
+        # Absent and null both take the default: `get`'s None stands for either.
+        lines.append(f"    x = v.get({key!r})")
+        factory = f.default_factory
         if f.default is not dataclasses.MISSING:
             env[f"d_{f.name}"] = f.default
             default = f"d_{f.name}"
-        elif f.default_factory is not dataclasses.MISSING:
-            env[f"f_{f.name}"] = f.default_factory
+        elif factory in _CONSTANT_FACTORIES:
+            default = _CONSTANT_FACTORIES[factory]
+        elif factory in _LITERAL_FACTORIES:
+            default = _LITERAL_FACTORIES[factory]
+        elif factory is not dataclasses.MISSING:
+            env[f"f_{f.name}"] = factory
             default = f"f_{f.name}()"
         else:
             default = "_bad()"  # required and missing: let the slow path name it
         if direct:
             env[f"set_{f.name}"] = cls.__dict__[f.name].__set__
-            lines.append(f"    set_{f.name}(obj, {default} if x is _M or x is None else {value})")
+            lines.append(f"    set_{f.name}(obj, {default} if x is None else {value})")
         else:
-            lines.append(f"    kw[{f.name!r}] = {default} if x is _M or x is None else {value}")
+            lines.append(f"    kw[{f.name!r}] = {default} if x is None else {value}")
     lines.append("    return obj" if direct else "    return cls(**kw)")
-    exec("\n".join(lines), env)
-    fn: Callable[[Any], Any] = env["decode"]
-    return fn
+    return _define("\n".join(lines), env)

@@ -338,3 +338,28 @@ def test_a_tuple_of_records_takes_the_fast_path_record_by_record() -> None:
     assert _fallbacks(Evaluation) == before + 1
     with pytest.raises(CodecError, match=r"\$: expected a list"):
         from_wire(tuple[Evaluation, ...], {"not": "a list"})
+
+
+def test_defaults_left_out_are_fresh_where_mutable_and_shared_where_not() -> None:
+    """An empty tuple default is a constant; a dict default is a new dict per record (one
+    record's meta written to must not show up in the next)."""
+    decode = fast_decoder(Task, True)
+    first, second = decode({"Name": "a"}), decode({"Name": "b", "Meta": None})
+    assert first.constraints == () and second.constraints == ()
+    assert first.meta == {} and second.meta == {}
+    assert first.meta is not second.meta and first.config is not second.config
+    assert first.resources == Resources() and first.resources is not second.resources
+
+
+def test_a_nested_records_decoder_is_called_directly_once_compiled() -> None:
+    """A nested record's decoder is compiled at its first value (records refer to each
+    other); from then on the decoders that call it hold it, not the deferring stand-in."""
+    from contracts.fast_decode import _Lazy
+
+    decode = fast_decoder(TaskGroup, True)
+    wire = orjson.loads(orjson.dumps(to_wire(TaskGroup(name="g", tasks=(Task(name="t"),)))))
+    assert decode(wire) == TaskGroup(name="g", tasks=(Task(name="t"),))
+    task_decoder = decode.__globals__[f"_record_{id(Task)}_1"]
+    assert not isinstance(task_decoder, _Lazy)
+    assert task_decoder is fast_decoder(Task, True)
+    assert decode(wire) == TaskGroup(name="g", tasks=(Task(name="t"),))
