@@ -17,7 +17,7 @@ JSON line per phase:
 Latencies run from when a request was due (waiting for a free client counts, as open loop
 requires) to: the API's answer (register_*; answer_* from when it was sent: `--clients` over
 it is the most the clients can send, so past saturation the pool, not drover, may set
-`evals_per_s`: compare `--clients 64`); the job's allocation in the state log, seen by
+`evals_per_s`: compare `--clients 128`); the job's allocation in the state log, seen by
 a thread blocked on XREAD of the log, which wakes as the leader appends (commit_*); the
 agent's report of it running in the log (running_*). A percentile is null when it falls on
 a job that never got there. `evals_per_s`: allocations committed (any job's) per second of
@@ -458,9 +458,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=20.0, help="per rate")
     parser.add_argument("--burst", type=int, default=10_000, help="0: no burst")
     parser.add_argument("--idle", type=int, default=50, help="0: no idle phase")
-    # 32: what the README has described since the API's 64 handler threads came in (8
-    # clients capped 1,000/s offered at 8 over the answer time: ~600/s).
-    parser.add_argument("--clients", type=int, default=32)
+    # Open-loop needs as many requests in flight as the rate times the answer time: ~60 at
+    # 1,000/s when a leader turn carries a batch. 32 capped what was offered there (~40 ms
+    # answers: ~800/s), and the smaller batches cost every process more CPU per evaluation
+    # (README, Performance: 64 better in 5 of 6 alternating runs).
+    parser.add_argument("--clients", type=int, default=64)
     parser.add_argument(
         "--workers",
         type=int,
