@@ -4,8 +4,9 @@ One event-loop thread holds every connection, so an idle or slow client costs a 
 a thread: 5,000 clients that never finish their request line leave a normal request's
 latency as it was. The API core is synchronous (it reads a replica's snapshot, may wait for
 it), so a request's `Api.begin` runs on a thread pool. A write handler's last step, its
-write to the leader, is sent from there but not waited for on it: the loop awaits the
-leader's answer (set on the leader link's reader thread) and `Api.finish` renders it, so
+write to the leader, is queued from there (the leader link's outbox writes many in one
+pipeline) and not waited for on it: the loop awaits the leader's answer (set on the
+leader link's reader thread) and `Api.finish` renders it, so
 writes in flight hold no thread (loop_inbox.py hands answers to the loop in batches). A
 blocking query (`?index=N`) does not hold a pool thread while it waits: it is answered with
 `wait=0` at once, and while the answer's index has not passed N the connection waits on the

@@ -41,6 +41,7 @@ from actors.streams.envelope import BadMessage, decode_envelope
 from actors.streams.leader_link import LeaderUnanswered
 from actors.streams.names import StreamNames
 from actors.streams.node_link import send_commands, task_events
+from actors.streams.outbox import OutboxStopped
 from contracts import Job
 from contracts.codec import CodecError
 from contracts.jobspec.limits import DEFAULT_LIMITS, JobLimits
@@ -311,12 +312,14 @@ class ApiService:
 
 
 # A write that did not reach the leader, or got no answer from it: a 503 either way.
-_UNSENT = (LeaderUnanswered, redis.ConnectionError, redis.TimeoutError)
+_UNSENT = (LeaderUnanswered, OutboxStopped, redis.ConnectionError, redis.TimeoutError)
 
 
 def _write_error(exc: BaseException) -> ApiError:
     if isinstance(exc, LeaderUnanswered):
         return ApiError(503, str(exc))
+    if isinstance(exc, OutboxStopped):
+        return ApiError(503, "this API is stopping: the request did not reach the leader")
     # Reads still come from this API's replica; a write cannot reach the leader.
     return ApiError(
         503,

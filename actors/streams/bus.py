@@ -162,6 +162,22 @@ class StreamBus:
                 ids.append(as_text(reply))
         return ids
 
+    def xadd_fields(
+        self, entries: Sequence[tuple[str, Fields]], maxlen: int | None = None
+    ) -> list[str | Exception]:
+        """XADD entries already encoded (`encoded`), in one pipeline: each one's id, or the
+        error Redis answered it with. A connection error, or any error of a lone entry,
+        is raised (nothing of the batch is known to be written)."""
+        if len(entries) == 1:  # a pipeline of one costs ~20 us more CPU
+            stream, fields = entries[0]
+            xadd = self.client.xadd(stream, _wire(fields), maxlen=maxlen, approximate=True)
+            return [as_text(xadd)]
+        pipe = self.client.pipeline(transaction=False)
+        for stream, fields in entries:
+            pipe.xadd(stream, _wire(fields), maxlen=maxlen, approximate=True)
+        replies = pipe.execute(raise_on_error=False)
+        return [r if isinstance(r, Exception) else as_text(r) for r in replies]
+
     def dead_letter(
         self,
         stream: str,

@@ -7,8 +7,12 @@ server awaits it on its event loop instead, holding no thread). Against a Ray ca
 request (the API's old path), the leader pays no RPC executor thread, no pickling and no
 wake-up: its loop reads requests in batches from the stream it blocks on anyway, and decides
 and commits a batch together.
-The request is on the stream before `submit` returns, so a restarted leader still reads it (from
-its group's pending entries) and answers it once: request ids are applied at most once.
+Requests go out through an outbox (outbox.py): `submit` encodes the request on its caller's
+thread and queues it, and the outbox's thread writes whatever is queued in one pipeline, so
+many handlers' requests cost one round trip and no handler waits on Redis. A request that
+could not be written fails its future with the error (`send` raises it). Once written it is
+on the stream, so a restarted leader still reads it (from its group's pending entries) and
+answers it once: request ids are applied at most once.
 
 Answers are keyed by request id, so a caller that timed out never gets another's answer;
 an answer nobody waits for any more is dropped. The leader caps every response stream
@@ -26,9 +30,10 @@ from concurrent.futures import TimeoutError as FutureTimeout
 
 import redis
 
-from actors.streams.bus import StreamBus
+from actors.streams.bus import StreamBus, encoded
 from actors.streams.envelope import BadMessage, decode_message, registry_of
 from actors.streams.names import StreamNames
+from actors.streams.outbox import StreamOutbox
 from actors.streams.wake import WakeableReads
 from contracts.copying import replacer
 from contracts.messages import LeaderRequest, LeaderResponse
@@ -53,6 +58,7 @@ class LeaderLink:
         self.bus = StreamBus(client)
         # Unique per process: two API processes (or one restarted) never read each other's.
         self.stream = names.responses(f"{owner}-{uuid.uuid4().hex[:12]}")
+        self.outbox = StreamOutbox(self.bus, f"drover-{owner}-requests")
         self._reads = WakeableReads(client)
         self._waiting: dict[str, Future[LeaderResponse]] = {}
         self._lock = threading.Lock()
@@ -61,6 +67,7 @@ class LeaderLink:
         self.sent = 0
 
     def start(self) -> LeaderLink:
+        self.outbox.start()
         self._thread = threading.Thread(
             target=self._read_responses, name="drover-leader-link", daemon=True
         )
@@ -68,6 +75,7 @@ class LeaderLink:
         return self
 
     def stop(self) -> None:
+        self.outbox.stop()  # what was submitted goes out first
         self._stop.set()
         self._reads.wake()
         if self._thread is not None:
@@ -90,25 +98,21 @@ class LeaderLink:
             future.cancel()  # forgets the request if it is still waiting
 
     def submit(self, request: LeaderRequest) -> Future[LeaderResponse]:
-        """Put `request` (which must carry a request id) on the leader's stream and return
-        at once: the future resolves, on this link's reader thread, with the leader's answer.
-        Nothing times it out: the caller waits as long as it wants, then cancels it, which
-        forgets the request (an answer arriving later is dropped). Redis errors of the send
-        are raised here."""
+        """Queue `request` (which must carry a request id) for the leader's stream and return
+        at once: the future resolves, on this link's reader thread, with the leader's answer,
+        or with the error that kept the request from being written (Redis away). Nothing
+        times it out: the caller waits as long as it wants, then cancels it, which forgets
+        the request (an answer arriving later is dropped)."""
         if not request.request_id:
             raise ValueError("a request sent over the stream needs a request id")
         request_id = request.request_id
+        message = ("LeaderRequest", _replying_to(request, self.stream))
+        ((stream, fields),) = encoded([(self.names.requests, *message)])
         future: Future[LeaderResponse] = Future()
         with self._lock:
             self._waiting[request_id] = future
         future.add_done_callback(lambda _: self._forget(request_id, future))
-        try:
-            self.bus.publish(
-                self.names.requests, [("LeaderRequest", _replying_to(request, self.stream))]
-            )
-        except BaseException:
-            future.cancel()
-            raise
+        self.outbox.put(stream, fields, lambda error: _fail(future, error))
         self.sent += 1
         return future
 
@@ -155,6 +159,11 @@ class LeaderLink:
             # Its caller may cancel it (given up) between the pop and here.
             with contextlib.suppress(InvalidStateError):
                 future.set_result(response)
+
+
+def _fail(future: Future[LeaderResponse], error: BaseException) -> None:
+    with contextlib.suppress(InvalidStateError):  # its caller gave up meanwhile
+        future.set_exception(error)
 
 
 def _replying_to(request: LeaderRequest, stream: str) -> LeaderRequest:
