@@ -173,12 +173,12 @@ def _compile(cls: type, strict: bool) -> Callable[[Any], Any]:
 
     hints = typing.get_type_hints(cls)
     fields = [f for f in dataclasses.fields(cls) if f.init and not f.metadata.get("internal")]
-    slotted = all(f.name in getattr(cls, "__slots__", ()) for f in dataclasses.fields(cls))
-    direct = slotted and not hasattr(cls, "__post_init__")
+    twin = _writable_twin(cls)
     env: dict[str, Any] = {
         "_bad": _bad,
         "_EMPTY_SET": frozenset(),
         "cls": cls,
+        "twin": twin,
         "new": object.__new__,
     }
     known = frozenset(field_json_name(f) for f in fields)
@@ -186,7 +186,7 @@ def _compile(cls: type, strict: bool) -> Callable[[Any], Any]:
     lines = ["def decode(v):", "    if type(v) is not dict: _bad()"]
     if strict:
         lines.append("    if not KNOWN.issuperset(v): _bad()")
-    lines.append("    obj = new(cls)" if direct else "    kw = {}")
+    lines.append("    obj = new(twin)" if twin is not None else "    kw = {}")
     for f in fields:
         key = field_json_name(f)
         expr, extra = _converter(hints[f.name], strict)
@@ -207,10 +207,33 @@ def _compile(cls: type, strict: bool) -> Callable[[Any], Any]:
             default = f"f_{f.name}()"
         else:
             default = "_bad()"  # required and missing: let the slow path name it
-        if direct:
-            env[f"set_{f.name}"] = cls.__dict__[f.name].__set__
-            lines.append(f"    set_{f.name}(obj, {default} if x is None else {value})")
+        if twin is not None:
+            lines.append(f"    obj.{f.name} = {default} if x is None else {value}")
         else:
             lines.append(f"    kw[{f.name!r}] = {default} if x is None else {value}")
-    lines.append("    return obj" if direct else "    return cls(**kw)")
+    if twin is not None:
+        lines += ["    obj.__class__ = cls", "    return obj"]
+    else:
+        lines.append("    return cls(**kw)")
     return _define("\n".join(lines), env)
+
+
+def _writable_twin(cls: type) -> type | None:
+    """A class with `cls`'s slots and no frozen `__setattr__`, or None where the decoder
+    must call the constructor (no slots of its own for every field, or a `__post_init__`).
+
+    A record is built as its twin, its fields stored with plain attribute writes, then
+    given its own class (`__class__` assignment, which Python allows between classes of
+    one slot layout): a slot write the interpreter specialises costs a third of a call
+    to the slot's `__set__`, the frozen record's only other way in without `__init__`."""
+    fields = dataclasses.fields(cls)
+    slots = getattr(cls, "__slots__", ())
+    if hasattr(cls, "__post_init__") or not all(f.name in slots for f in fields):
+        return None
+    twin = type(f"_Writable{cls.__name__}", cls.__bases__, {"__slots__": tuple(slots)})
+    probe: Any = object.__new__(twin)
+    try:
+        probe.__class__ = cls
+    except TypeError:  # the layouts differ after all: build through the constructor
+        return None
+    return twin
