@@ -22,6 +22,8 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, get_args, get_origin
 
+from contracts.copying import writable_twin
+
 
 class Slow(Exception):
     """The fast path declines: fall back to the validating decoder."""
@@ -173,7 +175,7 @@ def _compile(cls: type, strict: bool) -> Callable[[Any], Any]:
 
     hints = typing.get_type_hints(cls)
     fields = [f for f in dataclasses.fields(cls) if f.init and not f.metadata.get("internal")]
-    twin = _writable_twin(cls)
+    twin = writable_twin(cls)
     env: dict[str, Any] = {
         "_bad": _bad,
         "_EMPTY_SET": frozenset(),
@@ -216,24 +218,3 @@ def _compile(cls: type, strict: bool) -> Callable[[Any], Any]:
     else:
         lines.append("    return cls(**kw)")
     return _define("\n".join(lines), env)
-
-
-def _writable_twin(cls: type) -> type | None:
-    """A class with `cls`'s slots and no frozen `__setattr__`, or None where the decoder
-    must call the constructor (no slots of its own for every field, or a `__post_init__`).
-
-    A record is built as its twin, its fields stored with plain attribute writes, then
-    given its own class (`__class__` assignment, which Python allows between classes of
-    one slot layout): a slot write the interpreter specialises costs a third of a call
-    to the slot's `__set__`, the frozen record's only other way in without `__init__`."""
-    fields = dataclasses.fields(cls)
-    slots = getattr(cls, "__slots__", ())
-    if hasattr(cls, "__post_init__") or not all(f.name in slots for f in fields):
-        return None
-    twin = type(f"_Writable{cls.__name__}", cls.__bases__, {"__slots__": tuple(slots)})
-    probe: Any = object.__new__(twin)
-    try:
-        probe.__class__ = cls
-    except TypeError:  # the layouts differ after all: build through the constructor
-        return None
-    return twin

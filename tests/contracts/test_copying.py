@@ -58,3 +58,23 @@ def test_records_copy_as_dataclasses_replace_does() -> None:
     assert replaced(ev, status=EvalStatus.COMPLETE) == dataclasses.replace(
         ev, status=EvalStatus.COMPLETE
     )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Extended(Named):
+    """Slots of its own for its new field only: built through its constructor."""
+
+    more: int = 0
+
+
+def test_a_copy_is_of_its_own_class_and_frozen_and_twins_only_where_layouts_allow() -> None:
+    from contracts.copying import writable_twin
+
+    copy = replacer(Named, "src")(Named(1), 5)
+    assert type(copy) is Named and copy == Named(5)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        copy.src = 6  # type: ignore[misc]
+    assert writable_twin(Named) is not None and writable_twin(Named) is writable_twin(Named)
+    assert writable_twin(Extended) is None and writable_twin(Unslotted) is None
+    extended = replaced(Extended(1, more=2), src=3)
+    assert type(extended) is Extended and extended == Extended(3, more=2)
