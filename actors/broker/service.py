@@ -327,7 +327,7 @@ class BrokerService:
 
     def _writes_waiting(self) -> bool:
         with self.lock:
-            return bool(self._writes) or self.broker.stats().total_failed > 0
+            return bool(self._writes) or self.broker.failed_count() > 0
 
     def _work_waiting(self) -> bool:
         """Writes to send, tokens to delete, or a ready eval and room to deliver it."""
@@ -336,15 +336,15 @@ class BrokerService:
                 return True
             if self._held:
                 return False  # ready evals wait for `release` (the leader delivers them)
-            stats = self.broker.stats()  # its totals count the _failed queue too
-            room = stats.total_unacked < self.capacity
-            return stats.total_failed > 0 or (stats.total_ready > 0 and room)
+            broker = self.broker  # its ready count includes the _failed queue
+            room = broker.unacked_count() < self.capacity
+            return broker.failed_count() > 0 or (broker.ready_count() > 0 and room)
 
     # -- deliveries ----------------------------------------------------------------------------
 
     def _dequeue_ready(self) -> list[EvalDelivery]:
         out = []
-        in_flight = self.broker.stats().total_unacked
+        in_flight = self.broker.unacked_count()
         while in_flight < self.capacity:
             delivery = self.broker.dequeue(list(SCHEDULER_TYPES))
             if delivery is None:

@@ -391,6 +391,18 @@ class EvalBroker:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def unacked_count(self) -> int:
+        """`stats().total_unacked` without building the stats (the leader asks every turn)."""
+        return sum(self._unacked_by.values())
+
+    def ready_count(self) -> int:
+        """`stats().total_ready`, the failed queue included, without building the stats."""
+        return sum(self._ready_by.values())
+
+    def failed_count(self) -> int:
+        """`stats().total_failed` without building the stats."""
+        return self._ready_by.get(FAILED_QUEUE, 0)
+
     def stats(self) -> BrokerStats:
         by_scheduler = {
             name: SchedulerStats(ready=self._ready_by[name], unacked=self._unacked_by[name])

@@ -38,8 +38,12 @@ def mock_eval(**fields: Any) -> Evaluation:
 
 
 def totals(broker: EvalBroker) -> BrokerStats:
-    """Stats without by_scheduler, like the Go tests' getStats()."""
-    return dataclasses.replace(broker.stats(), by_scheduler={})
+    """Stats without by_scheduler, like the Go tests' getStats(); the counts the leader
+    reads each turn without building the stats agree with them wherever a test looks."""
+    stats = broker.stats()
+    counts = (broker.ready_count(), broker.unacked_count(), broker.failed_count())
+    assert counts == (stats.total_ready, stats.total_unacked, stats.total_failed)
+    return dataclasses.replace(stats, by_scheduler={})
 
 
 def make(clock: ManualClock, **kwargs: Any) -> EvalBroker:
@@ -356,6 +360,7 @@ def test_delivery_limit(broker: EvalBroker, clock: ManualClock) -> None:
 
     stats = broker.stats()
     assert (stats.total_ready, stats.total_unacked, stats.total_failed) == (1, 0, 1)
+    assert (broker.ready_count(), broker.unacked_count(), broker.failed_count()) == (1, 0, 1)
     assert stats.by_scheduler[FAILED_QUEUE].ready == 1
     assert broker.location(ev.id) is Location.FAILED
     assert broker.dequeue(DEFAULT_SCHED) is None
