@@ -91,13 +91,15 @@ class StreamOutbox:
             self._write(batch)
 
     def _write(self, batch: list[_Queued]) -> None:
+        replies: list[str | Exception]
         try:
             replies = self.bus.xadd_fields([(q.stream, q.fields) for q in batch])
+            if len(replies) != len(batch):
+                raise RuntimeError(f"{len(replies)} replies to {len(batch)} entries")
         except Exception as exc:  # the batch as a whole: none of it known to be written
-            for queued in batch:
-                _tell(queued, exc)
-            return
-        self.batches += 1
+            replies = [exc] * len(batch)
+        else:
+            self.batches += 1
         for queued, reply in zip(batch, replies, strict=True):
             if isinstance(reply, Exception):
                 _tell(queued, reply)
