@@ -3,8 +3,9 @@
 `dataclasses.replace` costs ~4 us for an Allocation and even its frozen `__init__` ~2.5 us
 (every field goes through `object.__setattr__`). Applying a 1,000-allocation plan stamps
 every record, so the store uses functions generated once per (class, fields) that fill the
-slots of a new instance directly (~0.9 us through each slot's `__set__`; built as the
-class's writable twin, `writable_twin`, ~0.4 us). The result equals
+slots of a new instance directly, built as the class's writable twin (`writable_twin`):
+an Allocation with two fields changed 1.04 us, against 2.25 us through each slot's
+`__set__` measured beside it. The result equals
 `dataclasses.replace(obj, **changes)`; classes with a `__post_init__`, an init=False field or
 no slots fall back to calling the constructor.
 """

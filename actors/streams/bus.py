@@ -136,17 +136,17 @@ class StreamBus:
                 self.ack(*ack)
             return []
         entries = encoded(messages, trace)
-        if len(entries) == 1 and not acked:  # a pipeline of one costs ~20 us more CPU
-            stream, fields = entries[0]
-            return [
-                as_text(self.client.xadd(stream, _wire(fields), maxlen=maxlen, approximate=True))
-            ]
+        if not acked:
+            written: list[str] = []
+            for reply in self.xadd_fields(entries, maxlen):
+                if isinstance(reply, Exception):
+                    raise reply  # the first refusal, as the pipeline raised it
+                written.append(reply)
+            return written
+        assert ack is not None
         pipe = self.client.pipeline(transaction=False)
         for stream, fields in entries:
             pipe.xadd(stream, _wire(fields), maxlen=maxlen, approximate=True)
-        if not acked:
-            return [as_text(entry_id) for entry_id in pipe.execute()]
-        assert ack is not None
         pipe.xack(ack[0], ack[1], *ack[2])
         # The entries are acked whatever becomes of their answers (the XACK runs even if an
         # XADD before it fails): an answer that cannot be written (a reply stream that is
