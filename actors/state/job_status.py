@@ -29,12 +29,22 @@ def compute_job_status(job: Job, activity: JobActivity, *, eval_delete: bool = F
     - any (terminal) alloc or eval, a deleted eval, or job.stop: dead;
     - otherwise (nothing yet): pending.
     """
-    if job.type is JobType.SYSTEM or job.is_template:
-        return JobStatus.DEAD if job.stop else JobStatus.RUNNING
-    if activity.live_allocs > 0:
-        return JobStatus.RUNNING
-    if activity.live_evals > 0:
-        return JobStatus.PENDING
+    decided = status_from_live(job, activity.live_allocs, activity.live_evals)
+    if decided is not None:
+        return decided
     if eval_delete or activity.total_allocs or activity.total_evals or job.stop:
         return JobStatus.DEAD
     return JobStatus.PENDING
+
+
+def status_from_live(job: Job, live_allocs: int, live_evals: int) -> JobStatus | None:
+    """The status where the job's type and its live counts decide it (most of the time: a
+    job with anything live), None where the totals must (`compute_job_status`): a store
+    then counts them only when they matter."""
+    if job.type is JobType.SYSTEM or job.is_template:
+        return JobStatus.DEAD if job.stop else JobStatus.RUNNING
+    if live_allocs > 0:
+        return JobStatus.RUNNING
+    if live_evals > 0:
+        return JobStatus.PENDING
+    return None

@@ -26,7 +26,7 @@ from typing import Any
 from actors.state.cow import CowMap, CowMultiMap, job_key_hash, str_hash
 from actors.state.deployments import keep_deployment
 from actors.state.holds import HoldTable
-from actors.state.job_status import JobActivity, compute_job_status
+from actors.state.job_status import JobActivity, compute_job_status, status_from_live
 from actors.state.reader import CONFIG_KEY, JobKey, TableReader
 from actors.state.snapshot import TABLE_SLOTS, ScalingByGroup, StateSnapshot
 from actors.state.stamping import (
@@ -333,7 +333,12 @@ class StateStore(TableReader):
             job = self._jobs.get(key)
             if job is None:
                 continue
-            status = compute_job_status(job, self._activity(key), eval_delete=eval_delete)
+            # The live counters decide most statuses; the totals are counted only if not.
+            status = status_from_live(
+                job, self._live_allocs.get(key, 0), self._live_evals.get(key, 0)
+            )
+            if status is None:
+                status = compute_job_status(job, self._activity(key), eval_delete=eval_delete)
             if status is job.status:
                 continue
             new = job_with_status(job, status, index)

@@ -18,6 +18,7 @@ from contracts import (
     JobType,
     TaskGroup,
 )
+from contracts.launch import PeriodicConfig
 from contracts.state_log import (
     AllocClientUpdate,
     DeleteEvals,
@@ -74,6 +75,31 @@ def test_get_job_status_table(
     name: str, job: Job, activity: JobActivity, eval_delete: bool, expected: str
 ) -> None:
     assert compute_job_status(job, activity, eval_delete=eval_delete) == JobStatus(expected), name
+
+
+def test_the_live_counts_decide_as_the_whole_activity_does() -> None:
+    """A store asks `status_from_live` first and counts the totals only where it answers
+    None: wherever it answers, it must be `compute_job_status`'s answer whatever the totals."""
+    from actors.state.job_status import status_from_live
+
+    jobs = [
+        Job(id="j", type=kind, stop=stop, periodic=periodic)
+        for kind in JobType
+        for stop in (False, True)
+        for periodic in (None, PeriodicConfig(crons=("*/5 * * * *",)))
+    ]
+    decided = 0
+    for job in jobs:
+        for live_allocs, live_evals in ((0, 0), (1, 0), (0, 1), (2, 3)):
+            live = status_from_live(job, live_allocs, live_evals)
+            for total_allocs in (live_allocs, live_allocs + 1):
+                for total_evals in (live_evals, live_evals + 2):
+                    for eval_delete in (False, True):
+                        activity = JobActivity(live_allocs, total_allocs, live_evals, total_evals)
+                        whole = compute_job_status(job, activity, eval_delete=eval_delete)
+                        assert live is None or live is whole, (job, activity, eval_delete)
+            decided += live is not None
+    assert decided > len(jobs)  # it does decide most: anything live, every system job
 
 
 def _job(**kw: Any) -> Job:
