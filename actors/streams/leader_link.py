@@ -64,7 +64,6 @@ class LeaderLink:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.sent = 0
 
     def start(self) -> LeaderLink:
         self.outbox.start()
@@ -113,7 +112,6 @@ class LeaderLink:
             self._waiting[request_id] = future
         future.add_done_callback(lambda _: self._forget(request_id, future))
         self.outbox.put(stream, fields, lambda error: _fail(future, error))
-        self.sent += 1
         return future
 
     def _forget(self, request_id: str, future: Future[LeaderResponse]) -> None:
