@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 
 from contracts.errors import ValidationError
+from contracts.fast_init import install_fast_inits
 from contracts.jobspec.hcl import load, to_plain
 
 DENY, READ, WRITE, SCALE, LIST = "deny", "read", "write", "scale", "list"
@@ -282,3 +283,6 @@ def _merge(a: str, b: str) -> str:
     if DENY in (a, b):
         return DENY
     return a if _LEVELS[a] >= _LEVELS[b] else b
+
+
+install_fast_inits(__name__)

@@ -20,6 +20,7 @@ from typing import Any
 from contracts.allocation import Allocation
 from contracts.codec import CodecError, describe, from_wire, json_name, to_lean_wire
 from contracts.copying import replacer
+from contracts.fast_init import install_fast_inits
 
 ROW_FIELDS = (
     "id",
@@ -120,3 +121,6 @@ def expand_allocs(groups: Any, path: str) -> tuple[Allocation, ...]:
     for group in decode_alloc_groups(groups, path):
         allocs += group.expand()
     return tuple(allocs)
+
+
+install_fast_inits(__name__)

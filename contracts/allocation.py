@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from contracts.fast_init import install_fast_inits
 from contracts.resources import AllocatedResources
 
 if TYPE_CHECKING:
@@ -106,3 +107,6 @@ class Allocation:
 
 def alloc_name(job_id: str, group: str, index: int) -> str:
     return f"{job_id}.{group}[{index}]"
+
+
+install_fast_inits(__name__)

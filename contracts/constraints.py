@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from contracts.fast_init import install_fast_inits
+
 # Operators Nomad accepts in `constraint` and `affinity` blocks.
 CONSTRAINT_OPERATORS = frozenset(
     {
@@ -65,3 +67,6 @@ class Spread:
     attribute: str = ""
     weight: int = 50
     spread_target: tuple[SpreadTarget, ...] = field(default_factory=tuple)
+
+
+install_fast_inits(__name__)

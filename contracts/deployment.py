@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from contracts.fast_init import install_fast_inits
+
 
 class DeploymentStatus(StrEnum):
     RUNNING = "running"
@@ -113,3 +115,6 @@ class Deployment:
 
     def is_canary(self, alloc_id: str) -> bool:
         return any(alloc_id in s.placed_canaries for s in self.task_groups.values())
+
+
+install_fast_inits(__name__)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from contracts.fast_init import install_fast_inits
+
 
 class EvalStatus(StrEnum):
     PENDING = "pending"
@@ -110,3 +112,6 @@ class Evaluation:
 
     def terminal(self) -> bool:
         return self.status in EVAL_TERMINAL
+
+
+install_fast_inits(__name__)

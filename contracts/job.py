@@ -10,6 +10,7 @@ from typing import Any
 
 from contracts.constraints import Affinity, Constraint, Spread
 from contracts.copying import replaced
+from contracts.fast_init import install_fast_inits
 from contracts.launch import DispatchPayloadConfig, ParameterizedConfig, PeriodicConfig
 from contracts.resources import Resources
 from contracts.scaling import ScalingPolicy
@@ -241,3 +242,6 @@ def _spec(job: Job) -> Job:
         modify_index=0,
         job_modify_index=0,
     )
+
+
+install_fast_inits(__name__)

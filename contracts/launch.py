@@ -12,6 +12,8 @@ import posixpath
 from dataclasses import dataclass
 from enum import StrEnum
 
+from contracts.fast_init import install_fast_inits
+
 PERIODIC_LAUNCH_SUFFIX = "/periodic-"
 DISPATCH_LAUNCH_SUFFIX = "/dispatch-"
 # Nomad's DispatchPayloadSizeLimit: the most a dispatch may carry, in bytes (decoded).
@@ -70,3 +72,6 @@ def dispatch_file_escapes(file: str) -> bool:
     folder."""
     joined = posixpath.normpath(posixpath.join("alloc/task/local", file.lstrip("/")))
     return not joined.startswith("alloc/") or joined == "alloc"
+
+
+install_fast_inits(__name__)

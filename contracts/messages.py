@@ -25,6 +25,7 @@ from enum import StrEnum
 from typing import Any
 
 from contracts.evaluation import Evaluation
+from contracts.fast_init import install_fast_inits
 from contracts.job import Job
 from contracts.node import DrainStrategy, Node
 from contracts.plan import Plan, PlanResult
@@ -227,3 +228,6 @@ class DeadLetter:
     consumer: str
     reason: str
     fields: dict[str, str] = field(default_factory=dict)
+
+
+install_fast_inits(__name__)

@@ -8,6 +8,7 @@ from enum import StrEnum
 
 import orjson
 
+from contracts.fast_init import install_fast_inits
 from contracts.job import DEFAULT_NODE_POOL
 from contracts.resources import NodeResources, ReservedResources
 
@@ -117,3 +118,6 @@ def compute_node_class(node: Node) -> str:
     }
     digest = hashlib.blake2b(orjson.dumps(material, option=orjson.OPT_SORT_KEYS), digest_size=8)
     return "v1:" + str(int.from_bytes(digest.digest(), "big"))
+
+
+install_fast_inits(__name__)

@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from contracts.fast_init import install_fast_inits
+
 NODE_COMMANDS_MAXLEN = 100  # per node: commands are answered in milliseconds
 REPLY_TTL_S = 60  # an unread reply (its sender gave up) is dropped by Redis
 TASK_EVENTS_KEPT = 50  # per allocation; the API shows each task's newest 10, as Nomad
@@ -148,3 +150,6 @@ def signaling_event(task: str, signal: str, time_ns: int) -> TaskEvent:
         display_message=f"Task being sent signal {signal}",
         details={"signal": signal},
     )
+
+
+install_fast_inits(__name__)

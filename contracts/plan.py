@@ -17,6 +17,7 @@ from contracts.codec import (
 )
 from contracts.deployment import Deployment
 from contracts.evaluation import PlanAnnotations
+from contracts.fast_init import install_fast_inits
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,3 +119,6 @@ def _plan_from_wire(data: Any, path: str) -> Plan:
 
 
 register_wire_form(Plan, _plan_to_wire, _plan_from_wire)
+
+
+install_fast_inits(__name__)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from contracts.constraints import Affinity, Constraint
+from contracts.fast_init import install_fast_inits
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,3 +99,6 @@ class AllocatedResources:
     memory_mb: int = 0
     disk_mb: int = 0
     devices: tuple[AllocatedDevice, ...] = field(default_factory=tuple)
+
+
+install_fast_inits(__name__)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from contracts.fast_init import install_fast_inits
+
 # Nomad keeps this many scaling events per task group (JobTrackedScalingEvents).
 TRACKED_SCALING_EVENTS = 20
 
@@ -29,3 +31,6 @@ class ScalingEvent:
     error: bool = False
     meta: dict[str, Any] = field(default_factory=dict)
     eval_id: str | None = None
+
+
+install_fast_inits(__name__)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from contracts.fast_init import install_fast_inits
+
 
 class SchedulerAlgorithm(StrEnum):
     BINPACK = "binpack"
@@ -44,3 +46,6 @@ class SchedulerConfiguration:
 
 
 DEFAULT_SCHEDULER_CONFIG = SchedulerConfiguration()
+
+
+install_fast_inits(__name__)

@@ -21,6 +21,7 @@ from contracts.dstack.gpu import GPUSpec, Vendor
 from contracts.dstack.ranges import Range
 from contracts.dstack.resources import CpuArch, CPUSpec, ResourcesSpec
 from contracts.dstack.sizes import MB_PER_GB, gb_to_mb
+from contracts.fast_init import install_fast_inits
 
 if TYPE_CHECKING:  # contracts.job imports this module
     from contracts.allocation import Allocation
@@ -173,3 +174,6 @@ def _gbs(value: IntRange) -> Range[float] | None:
         None if value.min is None else value.min / MB_PER_GB,
         None if value.max is None else value.max / MB_PER_GB,
     )
+
+
+install_fast_inits(__name__)

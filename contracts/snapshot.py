@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import orjson
 
 from contracts.codec import CodecError, loads, to_wire
+from contracts.fast_init import install_fast_inits
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,3 +45,6 @@ def decode_header(raw: bytes | str) -> SnapshotHeader:
     if header.index < 0 or header.chunks < 0:
         raise CodecError("$", f"negative index ({header.index}) or chunks ({header.chunks})")
     return header
+
+
+install_fast_inits(__name__)

@@ -28,6 +28,7 @@ from contracts.codec import (
 from contracts.copying import replacer
 from contracts.deployment import Deployment
 from contracts.evaluation import Evaluation
+from contracts.fast_init import install_fast_inits
 from contracts.job import Job
 from contracts.node import Node
 from contracts.scaling import ScalingEvent
@@ -528,3 +529,6 @@ def without_allocs(entry: LogEntry) -> LogEntry:
     if isinstance(change, UpdateAllocsClientStatus | UpdateClientStatusRows):
         return LogEntry(entry.index, entry.term, UpsertEvals(()))
     return entry
+
+
+install_fast_inits(__name__)

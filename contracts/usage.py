@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from contracts.codec import CodecError, dumps, json_name, loads
+from contracts.fast_init import install_fast_inits
 
 # Bounds on what one report may carry and the stream keeps (usage.py readers rely on them).
 MAX_SAMPLES_PER_REPORT = 10_000
@@ -100,3 +101,6 @@ _MEASURED = (
     "allocated_cpu_mhz",
     "allocated_memory_mb",
 )
+
+
+install_fast_inits(__name__)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from contracts.fast_init import install_fast_inits
+
 META_POLICY_ID = "nomad_policy_id"
 META_DRY_RUN = "nomad_autoscaler.dry_run"
 META_DRY_RUN_COUNT = "nomad_autoscaler.dry_run.count"
@@ -50,3 +52,6 @@ class ScalingAction:
     @property
     def dry_run(self) -> bool:
         return self.meta.get(META_DRY_RUN) is True
+
+
+install_fast_inits(__name__)

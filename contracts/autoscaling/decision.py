@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from contracts.autoscaling.actions import ScalingAction
+from contracts.fast_init import install_fast_inits
 
 MetricPoint = tuple[float, float]  # (unix seconds, value)
 
@@ -96,3 +97,6 @@ class Decision:
     @property
     def capped(self) -> bool:
         return self.proposed is not None and self.proposed.capped
+
+
+install_fast_inits(__name__)

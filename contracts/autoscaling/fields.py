@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contracts.codec import describe
+from contracts.fast_init import install_fast_inits
 from contracts.jobspec.values import parse_go_duration
 
 Body = Mapping[str, Any]
@@ -251,3 +252,6 @@ class Fields:
         for key in self.body:
             if key not in self._read:
                 self.problems.append(self.where.at(f'unknown field "{key}"'))
+
+
+install_fast_inits(__name__)

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Literal
 
+from contracts.fast_init import install_fast_inits
+
 DEFAULT_SOURCE = "drover"
 DEFAULT_EVALUATION_INTERVAL_S = 10.0
 DEFAULT_COOLDOWN_S = 300.0
@@ -174,3 +176,6 @@ class ClusterPolicy:
     path: str
     type: Literal["cluster", "horizontal"]
     policy: Policy
+
+
+install_fast_inits(__name__)

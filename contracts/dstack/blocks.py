@@ -17,6 +17,7 @@ from typing import Literal
 
 from contracts.dstack.fields import MAX_NUMBER, expect_int, show
 from contracts.errors import ValidationError
+from contracts.fast_init import install_fast_inits
 
 Blocks = int | Literal["auto"]
 MAX_BLOCKS = 100_000
@@ -113,3 +114,6 @@ def release_blocks(busy_blocks: int, offer_blocks: int | None) -> int:
             f"busy_blocks: cannot release {released} blocks with {busy_blocks} busy"
         )
     return busy_blocks - released
+
+
+install_fast_inits(__name__)

@@ -50,6 +50,7 @@ from contracts.dstack.resources import (
 )
 from contracts.dstack.sizes import MB_PER_GB, gb_to_mb
 from contracts.errors import ValidationError
+from contracts.fast_init import install_fast_inits
 
 N = TypeVar("N", int, float)
 
@@ -227,3 +228,6 @@ def _backend(value: object, where: str) -> FleetBackend:
 
 def _placement(value: object, where: str) -> Placement:
     return "cluster" if expect_choice(value, where, ("any", "cluster")) == "cluster" else "any"
+
+
+install_fast_inits(__name__)

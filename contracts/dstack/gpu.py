@@ -30,6 +30,7 @@ from contracts.dstack.fields import (
 from contracts.dstack.ranges import Range, parse_int_range
 from contracts.dstack.sizes import has_unit, parse_memory_range
 from contracts.errors import ValidationError
+from contracts.fast_init import install_fast_inits
 
 Vendor = Literal["nvidia", "amd", "google", "intel", "tenstorrent"]
 
@@ -220,3 +221,6 @@ def parse_gpu(value: object, where: str = "resources.gpu") -> GPUSpec:
     if isinstance(value, Mapping):
         return _with_vendor(_parse_object(value, where))
     raise ValidationError(f"{where}: expected a count, a string or a mapping, got {show(value)}")
+
+
+install_fast_inits(__name__)

@@ -26,6 +26,7 @@ from contracts.dstack.ranges import Range
 from contracts.dstack.resources import CpuArch, ResourcesSpec
 from contracts.dstack.sizes import MB_PER_GB, format_gb, gb_to_mb
 from contracts.errors import ValidationError
+from contracts.fast_init import install_fast_inits
 
 MAX_GPUS = 100_000
 
@@ -177,3 +178,6 @@ def plan_blocks(
         if k is not None:
             plan.append((index, k))
     return plan if len(plan) >= nodes else []
+
+
+install_fast_inits(__name__)

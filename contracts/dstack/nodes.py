@@ -23,6 +23,7 @@ from contracts.dstack.fields import (
 )
 from contracts.dstack.ranges import int_bound
 from contracts.errors import ValidationError
+from contracts.fast_init import install_fast_inits
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,3 +101,6 @@ def parse_nodes(value: object, where: str = "nodes") -> FleetNodesSpec:
     if order:
         raise ValidationError(order)
     return FleetNodesSpec(min=low, target=target, max=high)
+
+
+install_fast_inits(__name__)

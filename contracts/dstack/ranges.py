@@ -24,6 +24,7 @@ from contracts.dstack.fields import (
     show,
 )
 from contracts.errors import ValidationError
+from contracts.fast_init import install_fast_inits
 
 N = TypeVar("N", int, float)
 
@@ -120,3 +121,6 @@ def int_bound(value: object, where: str) -> int:
 def parse_int_range(value: object, where: str) -> Range[int]:
     """`Range[int]`: `2`, `"2.."`, `"..8"`, `"1..2"`, `{min: 1, max: 2}`."""
     return parse_range(value, where, int_bound)
+
+
+install_fast_inits(__name__)

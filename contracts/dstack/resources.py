@@ -29,6 +29,7 @@ from contracts.dstack.gpu import NO_GPU_SPEC, GPUSpec, parse_gpu
 from contracts.dstack.ranges import Range, parse_int_range
 from contracts.dstack.sizes import parse_memory, parse_memory_range
 from contracts.errors import ValidationError
+from contracts.fast_init import install_fast_inits
 
 CpuArch = Literal["x86", "arm"]
 
@@ -158,3 +159,6 @@ def parse_resources(value: object, where: str = "resources") -> ResourcesSpec:
         gpu=gpu or NO_GPU_SPEC,
         disk=None if "disk" in data and data["disk"] is None else disk or DEFAULT_DISK,
     )
+
+
+install_fast_inits(__name__)

@@ -42,6 +42,7 @@ from contracts.dstack.fields import (
 )
 from contracts.dstack.resources import DEFAULT_RESOURCES, ResourcesSpec, parse_resources
 from contracts.errors import ValidationError
+from contracts.fast_init import install_fast_inits
 
 Driver = Literal["raw_exec", "ray", "mock"]
 StopCriteria = Literal["all-done", "master-done"]
@@ -236,3 +237,6 @@ def parse_task(data: object) -> TaskConfiguration:
 
 def _stop_criteria(value: object, where: str) -> StopCriteria:
     return cast(StopCriteria, expect_choice(value, where, ("all-done", "master-done")))
+
+
+install_fast_inits(__name__)

@@ -24,6 +24,7 @@ from contracts.experiments.fields import (
     number,
     optional,
 )
+from contracts.fast_init import install_fast_inits
 from contracts.traces.requests import RequestLayout
 
 MAX_COUNT = 100_000
@@ -442,3 +443,6 @@ class ExperimentSpec:
 
     def parameter(self, name: str) -> Axis:
         return next(a for a in self.parameters if a.name == name)
+
+
+install_fast_inits(__name__)

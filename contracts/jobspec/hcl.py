@@ -15,6 +15,7 @@ import hcl2
 from hcl2 import SerializationOptions
 
 from contracts.errors import ValidationError
+from contracts.fast_init import install_fast_inits
 from contracts.jobspec.schema import JOB, SCALARS, Field, Kind, Obj, is_unset
 from contracts.jobspec.values import coerce_scalar, coerce_str_map, coerce_strings
 from contracts.jobspec.where import HclWhere, Problems, bad_value
@@ -253,3 +254,6 @@ def _repeated(
         item[spec.label_key] = label
         items.append(item)
     return items
+
+
+install_fast_inits(__name__)

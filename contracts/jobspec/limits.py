@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from contracts.fast_init import install_fast_inits
 from contracts.job import Job
 
 
@@ -62,3 +63,6 @@ def size_problem(size: int, limits: JobLimits = DEFAULT_LIMITS) -> str | None:
     if size > limits.max_job_bytes:
         return f"Job: {size} bytes, above the limit of {limits.max_job_bytes}"
     return None
+
+
+install_fast_inits(__name__)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from contracts.fast_init import install_fast_inits
 from contracts.job import MIGRATE_HEALTH_CHECKS, JobType
 
 
@@ -386,3 +387,6 @@ def is_unset(value: Any, default: Any) -> bool:
     if isinstance(value, int | float) and value == 0:
         return True
     return bool(value == default)
+
+
+install_fast_inits(__name__)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from contracts.codec import describe
+from contracts.fast_init import install_fast_inits
 
 
 @dataclass(slots=True)
@@ -121,3 +122,6 @@ class JsonWhere:
 
     def ignored(self) -> str:
         return f"{self.path}: not supported by drover yet; ignored"
+
+
+install_fast_inits(__name__)

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from contracts.errors import ValidationError
+from contracts.fast_init import install_fast_inits
 from contracts.traces.series import (
     MAX_POINTS,
     Series,
@@ -206,3 +207,6 @@ def concurrency(
         running += full[i]
         busy[i] = (busy[i] + running * bucket_s) / bucket_s
     return _series(requests, bucket_s, busy)
+
+
+install_fast_inits(__name__)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from contracts.errors import ValidationError
+from contracts.fast_init import install_fast_inits
 
 MAX_BYTES = 100 * 1024 * 1024
 MAX_POINTS = 1_000_000
@@ -128,3 +129,6 @@ def timestamp(text: str) -> float | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
+
+
+install_fast_inits(__name__)
