@@ -274,6 +274,24 @@ def test_a_write_while_redis_is_unreachable_is_a_503_and_reads_go_on(
             thread.join(timeout=10)
 
 
+def test_a_write_submitted_after_its_link_stopped_is_a_503_that_says_so(
+    client: redis.Redis, leader: LeaderService
+) -> None:
+    from actors.streams.leader_link import LeaderLink
+
+    link = LeaderLink(client, NAMES, "api-stopped", timeout_s=5.0).start()
+    api = ApiService(client, NAMES, link.send, submit=link.submit).start()
+    try:
+        link.stop()
+        with pytest.raises(ApiError) as info:
+            api.submit(LeaderRequest(RequestKind.REGISTER_JOB, job=job("late"))).result(timeout=10)
+        assert info.value.status == 503
+        assert info.value.message == "this API is stopping: the request did not reach the leader"
+        assert api.snapshot().job("default", "late") is None
+    finally:
+        api.stop()
+
+
 def test_tokens_an_earlier_drover_kept_in_plain_are_moved_to_their_hash(
     client: redis.Redis, leader: LeaderService
 ) -> None:
