@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import uuid
 from collections.abc import Sequence
 
 import redis
@@ -42,6 +41,7 @@ from actors.streams.envelope import encode_message, registry_of
 from actors.streams.names import BROKER_GROUP, LEADER_GROUP, WORKERS_GROUP, StreamNames
 from actors.streams.wake import WakeableReads
 from contracts import EvalStatus, Evaluation
+from contracts.ids import new_uuid
 from contracts.messages import AckOutcome, EvalAck, EvalDelivery, LeaderRequest, RequestKind
 from contracts.state_log import LogEntry, UpsertAllocs, UpsertEvals, UpsertJob
 from observability import Telemetry
@@ -109,9 +109,7 @@ class BrokerService:
                 time.time, nack_timeout_s=nack_timeout_s, delivery_limit=delivery_limit
             )
             self.blocked = BlockedEvals()
-            self.feed = BrokerFeed(
-                self.broker, self.blocked, new_id=lambda: str(uuid.uuid4()), now_ns=time.time_ns
-            )
+            self.feed = BrokerFeed(self.broker, self.blocked, new_id=new_uuid, now_ns=time.time_ns)
             # Delivered to the leader itself (take_local): their tokens live in memory only.
             self._local: set[str] = set()
             # What entries fed under `hold` (not yet durable) made: sent out on `release`.

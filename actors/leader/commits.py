@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import sys
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
@@ -36,6 +35,7 @@ from actors.leader.service_records import (
 from actors.leader.snapshots import SnapshotWriter
 from actors.runtime.snapshots import SnapshotStore, load_latest
 from actors.state import StateStore
+from contracts.ids import new_uuid
 from contracts.state_log import (
     LogEntry,
     StateChange,
@@ -331,7 +331,7 @@ class CommitMethods:
             broker.reset()
             broker.restore(store, capacity)
         self.store, self.applied = store, applied
-        self.core = LeaderCore(store, now_ns=self._now_ns, new_id=lambda: str(uuid.uuid4()))
+        self.core = LeaderCore(store, now_ns=self._now_ns, new_id=new_uuid)
         self.core.rebuild_deadlines()
         self.stats.index = store.latest_index()
         self._store_lost = False

@@ -19,7 +19,6 @@ import logging
 import queue
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
@@ -54,6 +53,7 @@ from actors.streams.wake import WakeableReads
 from actors.worker.tracing import WorkerTracing
 from contracts import PlanResult
 from contracts.copying import replacer
+from contracts.ids import new_uuid
 from contracts.messages import (
     LeaderRequest,
     LeaderResponse,
@@ -102,7 +102,7 @@ class LeaderService(CommitMethods, PlanHoldMethods):
         # The eval broker this leader hosts, fed each entry once it is durable and applied
         # (a batch's staged entries earlier, under its hold: `_schedule_staged`).
         self.broker = broker
-        self.core = LeaderCore(self.store, now_ns=now_ns, new_id=lambda: str(uuid.uuid4()))
+        self.core = LeaderCore(self.store, now_ns=now_ns, new_id=new_uuid)
         self.heartbeats = HeartbeatTracker(heartbeat_ttl_s)
         self.stats = LeaderStats()
         # Requests already committed (id -> index), rebuilt from the log on start, so that a

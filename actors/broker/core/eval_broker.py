@@ -17,7 +17,6 @@ and delays live on `TimerHeap`s (lazy deletion, compacted when stale entries dom
 from __future__ import annotations
 
 import random
-import uuid
 from collections import deque
 from collections.abc import Iterable, Sequence
 
@@ -39,6 +38,7 @@ from actors.broker.core.records import (
 )
 from actors.broker.core.timers import TimerHeap
 from contracts.evaluation import Evaluation
+from contracts.ids import new_uuid
 
 JobKey = tuple[str, str]
 """(namespace, job_id): the unit of per-job serialisation."""
@@ -215,7 +215,7 @@ class EvalBroker:
         self._ready_by[queue] -= 1
         self._unacked_by[queue] += 1
         entry.location = Location.UNACKED
-        entry.token = str(uuid.uuid4())
+        entry.token = new_uuid()
         entry.dequeues += 1
         entry.paused = False
         self._timers.arm(entry.eval.id, self._clock() + self._nack_timeout)

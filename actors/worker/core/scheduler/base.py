@@ -5,7 +5,6 @@ generic_sched.go Process / retryMax / setStatus)."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -29,6 +28,7 @@ from contracts import (
 )
 from contracts.copying import replaced, replacer
 from contracts.evaluation import PlanAnnotations
+from contracts.ids import new_uuid
 from contracts.share import NO_CAPACITY_FAIL, NO_CAPACITY_META
 
 if TYPE_CHECKING:
@@ -55,16 +55,6 @@ HANDLED_TRIGGERS = frozenset(t for t in TriggeredBy if t is not TriggeredBy.SCHE
 
 class SchedulerError(Exception):
     pass
-
-
-def new_uuid() -> str:
-    """A random (version 4) UUID string, about three times cheaper than str(uuid.uuid4())."""
-    h = os.urandom(16).hex()
-    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}"
-
-
-# RFC 4122 variant bits (10xx) on the first hex digit of the fourth group.
-_VARIANT = {c: "89ab"[int(c, 16) & 3] for c in "0123456789abcdef"}
 
 
 def wall_clock_ns() -> int:

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from actors.worker.core.scheduler.base import SchedulerBase, new_uuid, wall_clock_ns
+from actors.worker.core.scheduler.base import SchedulerBase, wall_clock_ns
 from actors.worker.core.scheduler.generic import GenericScheduler
 from actors.worker.core.scheduler.planner import Planner
 from actors.worker.core.scheduler.system import SystemScheduler
+from contracts.ids import new_uuid
 
 if TYPE_CHECKING:
     from actors.state import StateReader

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from actors.worker.core.scheduler.attempt_cache import AttemptCache
-from actors.worker.core.scheduler.base import SchedulerBase, new_uuid, wall_clock_ns
+from actors.worker.core.scheduler.base import SchedulerBase, wall_clock_ns
 from actors.worker.core.scheduler.context import EvalContext
 from actors.worker.core.scheduler.feasible import (
     FilterMetrics,
@@ -37,6 +37,7 @@ from contracts import (
     TaskGroup,
 )
 from contracts.evaluation import PlanAnnotations
+from contracts.ids import new_uuid
 
 if TYPE_CHECKING:
     from actors.state import StateReader

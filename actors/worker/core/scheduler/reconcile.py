@@ -7,7 +7,6 @@ of intentions; the generic scheduler turns them into a plan.
 
 from __future__ import annotations
 
-import uuid
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from contracts.deployment import (
     DeploymentStatus,
 )
 from contracts.evaluation import DesiredUpdates
+from contracts.ids import new_uuid
 from contracts.job import DEFAULT_BATCH_RESCHEDULE, DEFAULT_SERVICE_RESCHEDULE
 
 # Nomad's stop descriptions, kept verbatim: users grep for them.
@@ -194,7 +194,7 @@ class Reconciler:
         self.deployment = deployment
         self.current: Deployment | None = None
         self.deployment_of = deployment_of or (lambda _id: None)
-        self.new_id = new_id or (lambda: str(uuid.uuid4()))
+        self.new_id = new_id or new_uuid
         self.result = ReconcileResult()
 
     def compute(self) -> ReconcileResult:

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from actors.worker.core.scheduler.base import SchedulerBase, new_uuid, wall_clock_ns
+from actors.worker.core.scheduler.base import SchedulerBase, wall_clock_ns
 from actors.worker.core.scheduler.context import EvalContext
 from actors.worker.core.scheduler.feasible import in_any_datacenter
 from actors.worker.core.scheduler.node_set import READY_NODES
@@ -31,6 +31,7 @@ from actors.worker.core.scheduler.tasks_updated import tasks_updated
 from contracts import Allocation, ClientStatus, Job, NodeStatus
 from contracts.allocation import alloc_name
 from contracts.evaluation import PlanAnnotations
+from contracts.ids import new_uuid
 
 if TYPE_CHECKING:
     from actors.state import StateReader
