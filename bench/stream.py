@@ -27,7 +27,9 @@ flight) as the window starts/ends. A phase then drains (all its jobs running) fo
 `--drain` s (`drained`); what is left shows in the next `backlog_start`. `cpu_pct`: each
 process's CPU over the phase (window and drain) in percent of one core; `cpu_ms_per_eval`:
 the same CPU in milliseconds per evaluation scheduled, per process and in all (`drover`: all
-but the load process); `system`: the actors' counters over the phase; `machine_ms`: how fast
+but the load process); `cpu_over_load`: each process's CPU, and drover's, over the load
+process's (a yardstick that moves with the machine's speed: compare builds by it);
+`system`: the actors' counters over the phase; `machine_ms`: how fast
 the machine ran plain Python when the phase ended (bench/gauge.py: compare A/B pairs whose
 readings agree).
 """
@@ -66,6 +68,7 @@ from bench.gauge import machine_ms
 from bench.stream_accounting import (
     actor_counters,
     calls_per_eval,
+    cpu_over_load,
     cpu_per_eval,
     cpu_seconds,
     process_ids,
@@ -550,6 +553,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                     | {"machine_ms": machine_ms()}  # how fast this stretch ran (bench/gauge.py)
                     | {"phase_s": round(wall, 1), "cpu_pct": cpu, "system": counters}
                     | {"cpu_ms_per_eval": cpu_per_eval(cpu_s, evals)}
+                    | {"cpu_over_load": cpu_over_load(cpu_s)}
                     | {"redis_calls_per_eval": commands}
                 )
             ours.send(None)

@@ -34,6 +34,19 @@ def cpu_per_eval(cpu_s: dict[str, float], evals: int) -> dict[str, float] | None
     return per_eval | {"drover": round(1000 * drover / evals, 3)}
 
 
+def cpu_over_load(cpu_s: dict[str, float]) -> dict[str, float] | None:
+    """Each process's CPU, and drover's own, over the load process's: its code and its work
+    per evaluation are the same in both builds of an A/B pair, so these ratios compare
+    builds whose runs met different machine speeds (the host's swung 2-3x within an hour),
+    where CPU milliseconds and rates do not."""
+    load = cpu_s.get("load", 0.0)
+    if load <= 0:
+        return None
+    ours = {role: spent for role, spent in cpu_s.items() if role != "load"}
+    ratios = {role: round(spent / load, 2) for role, spent in ours.items()}
+    return ratios | {"drover": round(sum(ours.values()) / load, 2)}
+
+
 def process_ids(system: DroverSystem, load_pid: int) -> dict[str, list[int]]:
     def pids(*actors: Any) -> list[int]:
         return list(ray.get([a.__ray_call__.remote(lambda _self: os.getpid()) for a in actors]))
