@@ -44,6 +44,7 @@ from actors.state.job_scoped import JobScopedStore
 from actors.streams import GroupConsumer, StreamBus
 from actors.streams.envelope import decode_message, registry_of
 from actors.streams.names import WORKERS_GROUP, StreamNames
+from actors.worker.core.filing import FilingPace
 from actors.worker.core.scheduler import new_scheduler
 from actors.worker.core.scheduler.planner import EvalRecords
 from actors.worker.tracing import WorkerTracing
@@ -72,13 +73,6 @@ IDLE_BLOCK_MS = 50
 # Queued allocation work filed per idle turn: a few milliseconds, so a delivery that arrives
 # meanwhile waits no longer than that.
 IDLE_SETTLE_ITEMS = 5_000
-# Filing waits until no delivery came for this long: a gap between deliveries in a burst is
-# not idle time (the CPU it would take belongs to the leader and the other workers), and a
-# job's queued records are filed anyway when it is next evaluated...
-IDLE_SETTLE_QUIET_S = 1.0
-# ... unless this many allocations wait unfiled: under a steady stream of deliveries the
-# queues of jobs nobody evaluates again would otherwise grow without bound.
-IDLE_SETTLE_BACKLOG = 250_000
 # Answers read but not waited for, kept until asked for (bounded: one per timed-out wait).
 KEPT_REPLIES = 1_000
 # Deliveries a worker holds at once: the one it schedules, and the previous one whose ack
@@ -307,7 +301,7 @@ class WorkerService:
             "acked_by_leader": 0,
         }
         self.unacked: UnackedEval | None = None
-        self._last_delivery = 0.0
+        self.filing = FilingPace()  # when idle turns file queued allocations (filing.py)
         self._consumer = GroupConsumer(
             self.bus,
             names.deliveries,
@@ -351,15 +345,15 @@ class WorkerService:
             self.finish_unacked(timeout_s=STOP_ACK_TIMEOUT_S)
 
     def _turn(self) -> None:
-        self.replica.catch_up()  # what was committed while we waited (no blocking)
+        if self.replica.catch_up():  # what was committed while we waited (no blocking)
+            self.filing.busy()
         if self._consumer.poll_once():
-            self._last_delivery = time.monotonic()
+            self.filing.busy()
             return
         # Idle: ack what is in flight; once quiet, file some of the allocations queued per
         # job, so that a later evaluation has less to settle.
         self.finish_unacked()
-        quiet = time.monotonic() - self._last_delivery >= IDLE_SETTLE_QUIET_S
-        if quiet or self.store.unfiled_allocations() > IDLE_SETTLE_BACKLOG:
+        if self.filing.should_file(self.store.unfiled_allocations()):
             self.store.settle_some(IDLE_SETTLE_ITEMS)
         when_idle()
 
