@@ -26,12 +26,12 @@ from typing import Any
 from actors.state.cow import CowMap, CowMultiMap, job_key_hash, str_hash
 from actors.state.deployments import keep_deployment
 from actors.state.holds import HoldTable
-from actors.state.job_status import JobActivity, compute_job_status, status_from_live
+from actors.state.job_status import compute_job_status
+from actors.state.job_status_refresh import JobStatusRefresh
 from actors.state.reader import CONFIG_KEY, JobKey, TableReader
 from actors.state.snapshot import TABLE_SLOTS, ScalingByGroup, StateSnapshot
 from actors.state.stamping import (
     client_updated,
-    job_with_status,
     registered_job,
     stamped_alloc,
     stamped_eval,
@@ -68,7 +68,7 @@ from contracts.state_log import (
 )
 
 
-class StateStore(TableReader):
+class StateStore(JobStatusRefresh, TableReader):
     """The single-writer store. Reads on the live store are for the writer's own thread;
     anyone else reads a `snapshot()`."""
 
@@ -316,37 +316,6 @@ class StateStore(TableReader):
         by_group[group] = (event, *by_group.get(group, ()))[:TRACKED_SCALING_EVENTS]
         self._scaling.set(key, by_group)
         self._touch("scaling_events", index)
-
-    def _activity(self, key: JobKey) -> JobActivity:
-        return JobActivity(
-            live_allocs=self._live_allocs.get(key, 0),
-            total_allocs=self._allocs_by_job.count(key),
-            live_evals=self._live_evals.get(key, 0),
-            total_evals=self._evals_by_job.count(key),
-        )
-
-    def _refresh_job_statuses(self, index: int) -> None:
-        """Recompute the status of every job this entry touched; mirror it into its version."""
-        if not self._dirty:
-            return
-        for key, eval_delete in self._dirty.items():
-            job = self._jobs.get(key)
-            if job is None:
-                continue
-            # The live counters decide most statuses; the totals are counted only if not.
-            status = status_from_live(
-                job, self._live_allocs.get(key, 0), self._live_evals.get(key, 0)
-            )
-            if status is None:
-                status = compute_job_status(job, self._activity(key), eval_delete=eval_delete)
-            if status is job.status:
-                continue
-            new = job_with_status(job, status, index)
-            self._jobs.set(key, new)
-            self._versions.set(key, replace_version(self._versions.get(key) or (), new))
-            self._touch("jobs", index)
-            self._touch("job_versions", index)
-        self._dirty.clear()
 
     # ------------------------------------------------------------------------------------
     # Evaluations
