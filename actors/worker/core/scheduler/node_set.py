@@ -96,33 +96,73 @@ READY_NODES = ReadyNodeCache()
 class ShuffledNodes(Sequence[Node]):
     """A uniformly random permutation of `nodes` for `seed`, fixed position by position as
     it is read (Fisher-Yates from the front: position i takes a random one of the nodes not
-    yet placed). The same seed gives the same order however it is read."""
+    yet placed). The same seed gives the same order however it is read.
 
-    __slots__ = ("_drawn", "_nodes", "_random")
+    A short draw (a one-allocation evaluation reads a few dozen positions of thousands)
+    copies nothing: the positions a swap displaced are kept in a dict over the shared input.
+    Past `SPARSE_UPTO` of the input the nodes are copied once and swapped in place, as the
+    dict would cost more than the copy. Both draws consume the same random numbers, so the
+    order does not depend on which one ran."""
+
+    __slots__ = ("_base", "_displaced", "_drawn", "_nodes", "_random")
+
+    # The share of the input a draw may fix before the input is copied.
+    SPARSE_UPTO = 0.125
 
     def __init__(self, nodes: Sequence[Node], seed: int) -> None:
-        self._nodes = list(nodes)  # a C-level copy of references; the draw swaps in place
+        self._base = nodes
+        # Positions [0, _drawn) fixed, in order; once copied, every position (see draw).
+        self._nodes: list[Node] = []
+        self._displaced: dict[int, Node] | None = {}  # position -> node a swap moved there
         self._drawn = 0
         self._random = random.Random(seed).random
 
     def __len__(self) -> int:
-        return len(self._nodes)
+        return len(self._base)
 
     def draw(self, end: int) -> None:
         """Fix the order of positions below `end`."""
-        nodes = self._nodes
-        n = len(nodes)
+        n = len(self._base)
         end = min(end, n)
         i = self._drawn
         if i >= end:
             return
         rand = self._random
-        while i < end:
-            # A float draw is a third of randrange's cost; its bias (2**-53) is immaterial.
-            j = i + int(rand() * (n - i))
-            nodes[i], nodes[j] = nodes[j], nodes[i]
-            i += 1
+        displaced = self._displaced
+        if displaced is not None and end > n * self.SPARSE_UPTO:
+            self._copy_out(displaced)
+            displaced = None
+        if displaced is None:
+            nodes = self._nodes
+            while i < end:
+                # A float draw is a third of randrange's cost; its bias (2**-53) is immaterial.
+                j = i + int(rand() * (n - i))
+                nodes[i], nodes[j] = nodes[j], nodes[i]
+                i += 1
+        else:
+            base, fixed = self._base, self._nodes
+            while i < end:
+                j = i + int(rand() * (n - i))
+                current = displaced.pop(i, None)
+                if current is None:
+                    current = base[i]
+                if j == i:
+                    fixed.append(current)
+                else:
+                    chosen = displaced.get(j)
+                    fixed.append(base[j] if chosen is None else chosen)
+                    displaced[j] = current
+                i += 1
         self._drawn = end
+
+    def _copy_out(self, displaced: dict[int, Node]) -> None:
+        """Switch to the dense draw: every position's node in a list of its own."""
+        nodes = list(self._base)
+        nodes[: self._drawn] = self._nodes
+        for position, node in displaced.items():
+            nodes[position] = node
+        self._nodes = nodes
+        self._displaced = None
 
     def drawn(self) -> int:
         return self._drawn
@@ -133,9 +173,9 @@ class ShuffledNodes(Sequence[Node]):
     def __getitem__(self, index: slice) -> list[Node]: ...
     def __getitem__(self, index: int | slice) -> Node | list[Node]:
         if isinstance(index, slice):
-            self.draw(len(self._nodes))
+            self.draw(len(self._base))
             return self._nodes[index]
-        n = len(self._nodes)
+        n = len(self._base)
         if index < 0:
             index += n
         if not 0 <= index < n:
@@ -150,5 +190,5 @@ class ShuffledNodes(Sequence[Node]):
         return self._nodes[start:stop]
 
     def __iter__(self) -> Iterator[Node]:
-        self.draw(len(self._nodes))
+        self.draw(len(self._base))
         return iter(self._nodes)

@@ -4,8 +4,9 @@ Feasibility does not change within an evaluation, so each node is checked once p
 ring keeps the nodes that pass, with their capacities (minus reserved) and the reciprocals the
 inlined bin-packing score multiplies by. It grows in chunks, each twice the last, only when a
 walk runs past its end (Nomad's iterator chain pulls nodes the same way): a one-allocation
-evaluation on 5,000 nodes checks a few dozen, a big one ends up checking them all. Positions
-never move once appended, so a walk's exhaustion marks stay valid as the ring grows.
+evaluation on 5,000 nodes checks what one walk scores (its stack sizes the first chunk so),
+a big one ends up checking them all. Positions never move once appended, so a walk's
+exhaustion marks stay valid as the ring grows.
 """
 
 from __future__ import annotations
@@ -37,11 +38,15 @@ class FeasibleRing:
     )
 
     def __init__(
-        self, base: Sequence[Node], feasibility: GroupFeasibility, metrics: FilterMetrics
+        self,
+        base: Sequence[Node],
+        feasibility: GroupFeasibility,
+        metrics: FilterMetrics,
+        first_chunk: int = FIRST_CHUNK,
     ) -> None:
         self._base = base
         self._feasibility = feasibility
-        self._chunk = FIRST_CHUNK
+        self._chunk = max(1, first_chunk)
         self.entries: list[RingEntry] = []
         # Nodes filtered out are counted here as they are checked (for AllocMetric).
         self.metrics = metrics

@@ -156,8 +156,10 @@ class GroupStack:
         self._rank_walks += 1
         grower = self.ring
         if grower is None:
+            # The first chunk holds one walk's worth: `limit` options and the low scorers
+            # set aside (a one-allocation job checks 16 of 5,000 nodes, not 32).
             grower = self.ring = FeasibleRing(
-                self.base_nodes, self.feasibility, self.filter_metrics
+                self.base_nodes, self.feasibility, self.filter_metrics, self.limit + MAX_SKIP
             )
         ring = grower.entries
         size = len(ring)

@@ -3,7 +3,9 @@
 Proven here:
 - `ShuffledNodes` is a permutation of its input, fixed by its seed whatever way it is read
   (position by position, `window`, iteration, mixed), drawn only as far as it is read, and
-  roughly uniform over seeds;
+  roughly uniform over seeds; a short draw copies nothing of its input, and the order is
+  a plain Fisher-Yates shuffle's whether the draw stayed short, went past the copy point
+  midway, or read everything at once;
 - `ReadyNodeCache` computes a (pool, datacenters) set once per nodes-table content, sees
   every node write (snapshots and the live store alike), never shares an entry between two
   stores, and evicts the least recently used key past its capacity;
@@ -13,6 +15,7 @@ Proven here:
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
@@ -78,6 +81,49 @@ def test_same_seed_same_order_however_it_is_read() -> None:
     assert ids(mixed.window(0, 100)) == expected
     assert ids(mixed) == expected
     assert ids(mixed) == expected  # reading again changes nothing
+
+
+def fisher_yates(nodes: list[Node], seed: int) -> list[str]:
+    """The order a whole in-place shuffle gives, drawing as ShuffledNodes draws."""
+    order, rand = list(nodes), random.Random(seed).random
+    for i in range(len(order)):
+        j = i + int(rand() * (len(order) - i))
+        order[i], order[j] = order[j], order[i]
+    return ids(order)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 99, 2**40 + 3])
+def test_order_is_fisher_yates_whichever_way_it_is_drawn(seed: int) -> None:
+    nodes = plain_nodes(400)
+    expected = fisher_yates(nodes, seed)
+    sparse_upto = int(len(nodes) * ShuffledNodes.SPARSE_UPTO)  # 50 of 400
+
+    short = ShuffledNodes(nodes, seed)
+    assert ids(short.window(0, 16)) == expected[:16]
+    assert short[sparse_upto - 1].id == expected[sparse_upto - 1]
+    assert short._displaced is not None  # still sparse: the input was not copied
+
+    crossing = ShuffledNodes(nodes, seed)
+    assert ids(crossing.window(0, 30)) == expected[:30]
+    assert ids(crossing.window(30, 200)) == expected[30:200]  # copied out midway
+    assert crossing._displaced is None
+    assert ids(crossing) == expected
+
+    at_once = ShuffledNodes(nodes, seed)
+    assert ids(at_once) == expected
+    assert short.window(0, 400) and ids(short) == expected  # the short one, read to the end
+
+
+def test_a_short_draw_reads_its_input_and_never_writes_it() -> None:
+    nodes = tuple(plain_nodes(5000))
+    shuffled = ShuffledNodes(nodes, seed=11)
+
+    drawn = shuffled.window(0, 16)
+
+    assert shuffled._base is nodes  # shared, not copied
+    assert shuffled._displaced is not None and len(shuffled._displaced) <= 16
+    assert len({n.id for n in drawn}) == 16
+    assert ids(drawn) == fisher_yates(list(nodes), 11)[:16]
 
 
 def test_different_seeds_give_different_orders() -> None:

@@ -2,7 +2,8 @@
 
 Proven here:
 - the ring grows in chunks of 32, 64, 128, ... (capped at MAX_CHUNK) only when a walk runs
-  past its end, so a one-allocation job on 2,000 nodes checks (and shuffles) one chunk;
+  past its end, so a one-allocation job on 2,000 nodes checks (and shuffles) one chunk; a
+  stack's first chunk is one walk's worth (its limit and the options it may set aside);
 - a group that fits nowhere walks the whole ring, and `failure_metric` then accounts for
   every node: filtered by a constraint, or exhausted by a named dimension;
 - constraint-filtered nodes are counted exactly once, as the ring reaches them;
@@ -16,6 +17,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from actors.leader.core.inprocess_planner import InProcessPlanner
 from actors.worker.core.scheduler import new_scheduler
 from actors.worker.core.scheduler.context import EvalContext, PlanBuilder
@@ -26,9 +29,9 @@ from actors.worker.core.scheduler.feasible import (
 )
 from actors.worker.core.scheduler.node_set import ShuffledNodes
 from actors.worker.core.scheduler.ring import FIRST_CHUNK, MAX_CHUNK, FeasibleRing
-from actors.worker.core.scheduler.select import service_limit
+from actors.worker.core.scheduler.select import AFFINITY_SPREAD_LIMIT, MAX_SKIP, service_limit
 from actors.worker.core.scheduler.stack import GroupStack
-from contracts import EvalStatus, Job, Node, ReservedResources
+from contracts import EvalStatus, Job, Node, ReservedResources, Spread
 
 LINUX = {"kernel.name": "linux"}
 WINDOWS = {"kernel.name": "windows"}
@@ -81,11 +84,12 @@ def test_one_allocation_checks_one_chunk_of_2000_nodes(h: Any, build: Any) -> No
     [alloc] = h.live_allocs(job)
     cache = scheduler._attempt_cache
     ring = cache.rings["web"]
-    assert ring.pulled == FIRST_CHUNK and len(ring.entries) == FIRST_CHUNK
+    first_chunk = service_limit(2000) + MAX_SKIP  # one walk's worth: 14 of 2,000 nodes
+    assert ring.pulled == first_chunk and len(ring.entries) == first_chunk
     assert not ring.complete
-    assert cache.nodes.drawn() == FIRST_CHUNK  # only the checked prefix was shuffled
+    assert cache.nodes.drawn() == first_chunk  # only the checked prefix was shuffled
     assert len(cache.nodes) == 2000
-    assert alloc.node_id in {n.id for n in cache.nodes.window(0, FIRST_CHUNK)}
+    assert alloc.node_id in {n.id for n in cache.nodes.window(0, first_chunk)}
 
 
 def test_one_select_walks_the_limit_within_the_first_chunk(h: Any, build: Any) -> None:
@@ -97,7 +101,7 @@ def test_one_select_walks_the_limit_within_the_first_chunk(h: Any, build: Any) -
 
     assert option is not None
     assert stack.ring is not None
-    assert stack.ring.pulled == FIRST_CHUNK and base.drawn() == FIRST_CHUNK
+    assert stack.ring.pulled == stack.limit + MAX_SKIP == base.drawn()
     assert stack.limit == service_limit(2000) == 11
     assert stack.last_walked == stack.limit  # every fresh node scores > 0: limit reached
     walked = {n.id for n in base.window(0, stack.limit)}
@@ -243,9 +247,9 @@ def test_many_placements_grow_the_ring_and_keep_exhaustion_marks_valid(h: Any, b
             assert ctx.load(entry[0].id).cpu + 500 > entry[1]
 
     assert sum(placed.values()) == 400
-    assert pulled_at[0] == FIRST_CHUNK
+    assert pulled_at[0] == stack.limit + MAX_SKIP
     assert max(pulled_at) == 300 and stack.ring is not None and stack.ring.complete
-    grown_at = next(i for i, p in enumerate(pulled_at) if p > FIRST_CHUNK)
+    grown_at = next(i for i, p in enumerate(pulled_at) if p > pulled_at[0])
     assert 0 < grown_at < 400
     assert len(set(pulled_at)) >= 3  # it grew in more than one step
     assert stack.exhausted  # small nodes did fill up
@@ -275,7 +279,7 @@ def test_many_placements_through_the_scheduler(h: Any, build: Any) -> None:
         usage = h.store.node_usage(node.id)
         assert usage.cpu <= node.node_resources.cpu
     ring = scheduler._attempt_cache.rings["web"]
-    assert ring.pulled > FIRST_CHUNK
+    assert ring.complete and ring.pulled == 300
 
 
 # -- FeasibleRing directly --------------------------------------------------------------------
@@ -300,6 +304,39 @@ def test_chunks_double_up_to_the_cap(build: Any) -> None:
     assert FIRST_CHUNK == 32 and MAX_CHUNK == 4096
     assert sizes[8:] == [4096, 4096, 20_000 - 16_352]
     assert sum(sizes) == 20_000
+
+
+def test_a_given_first_chunk_then_doubles(build: Any) -> None:
+    node = build.node("n")
+    ring = FeasibleRing([node] * 100, _feasibility(build), FilterMetrics(), first_chunk=5)
+    sizes = []
+    while not ring.complete:
+        before = ring.pulled
+        ring.extend()
+        sizes.append(ring.pulled - before)
+
+    assert sizes == [5, 10, 20, 40, 25]
+
+
+@pytest.mark.parametrize(
+    ("batch", "spread", "limit"),
+    [(False, False, service_limit(2000)), (True, False, 2), (False, True, AFFINITY_SPREAD_LIMIT)],
+)
+def test_a_stack_checks_one_walks_worth_first(
+    h: Any, build: Any, batch: bool, spread: bool, limit: int
+) -> None:
+    """Service, batch and spread groups: the first chunk is the limit plus what a walk may
+    set aside, so a one-allocation group's first walk needs no second chunk."""
+    nodes = h.nodes(2000)
+    spreads = (Spread("${node.datacenter}", 100),) if spread else ()
+    job = build.job("web", build.group(count=1, spreads=spreads))
+    base = ShuffledNodes(nodes, 3)
+    stack = GroupStack(context(h, job), job, job.task_groups[0], base, {"dc1": 2000}, batch=batch)
+
+    assert stack.select() is not None
+
+    assert stack.limit == limit
+    assert stack.ring is not None and stack.ring.pulled == limit + MAX_SKIP == base.drawn()
 
 
 def test_chunk_pulls_over_a_shuffled_base(build: Any) -> None:
