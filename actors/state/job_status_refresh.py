@@ -8,6 +8,8 @@ job and its current version's row are rewritten at the entry's index.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from actors.state.cow import CowMap, CowMultiMap
 from actors.state.job_status import JobActivity, compute_job_status, status_from_live
 from actors.state.reader import JobKey
@@ -28,7 +30,7 @@ class JobStatusRefresh:
     _live_allocs: dict[JobKey, int]
     _live_evals: dict[JobKey, int]
     _dirty: dict[JobKey, bool]  # jobs whose status to recompute -> an eval was deleted
-    _table_index: dict[str, int]
+    _touch: Callable[[str, int], None]  # the store's: a table written at an index
 
     def _activity(self, key: JobKey) -> JobActivity:
         return JobActivity(
@@ -57,6 +59,6 @@ class JobStatusRefresh:
             new = job_with_status(job, status, index)
             self._jobs.set(key, new)
             self._versions.set(key, replace_version(self._versions.get(key) or (), new))
-            self._table_index["jobs"] = index
-            self._table_index["job_versions"] = index
+            self._touch("jobs", index)
+            self._touch("job_versions", index)
         self._dirty.clear()
