@@ -333,13 +333,17 @@ def _compact_allocs(change: UpsertAllocs) -> dict[str, Any]:
     return {"AllocGroups": compact_allocs(change.allocs), "Evals": to_lean_wire(change.evals)}
 
 
-def _expand_allocs(wire: Any, path: str, compact: bool) -> UpsertAllocs | UpsertAllocRows:
+def _expand_allocs(
+    wire: Any, path: str, compact: bool, skip_evals: bool = False
+) -> UpsertAllocs | UpsertAllocRows:
     if not isinstance(wire, dict):
         raise CodecError(path, f"expected an object, got {describe(wire)}")
     for key in wire:
         if key not in ("AllocGroups", "Evals"):
             raise CodecError(f"{path}.{key}", "unknown field")
-    evals = from_wire(tuple[Evaluation, ...], wire.get("Evals"), f"{path}.Evals")
+    evals: tuple[Evaluation, ...] = ()
+    if not skip_evals:
+        evals = from_wire(tuple[Evaluation, ...], wire.get("Evals"), f"{path}.Evals")
     if compact:
         groups = decode_alloc_groups(wire.get("AllocGroups"), f"{path}.AllocGroups")
         return UpsertAllocRows(groups=groups, evals=evals)
@@ -423,6 +427,8 @@ def _expand_updates(
     return UpdateAllocsClientStatus(tuple(u for run in runs for u in run.expand()))
 
 
+# The changes whose `Evals` a follower that reads no evaluations leaves out (skip_evals).
+_WRITE_EVALS = (UpsertJob, PurgeJob, UpsertAllocs)
 _ENTRY_KEYS = ("Index", "Term", "Type", "Change")
 _REQUIRED_ENTRY_KEYS = frozenset(_ENTRY_KEYS)
 _ALL_ENTRY_KEYS = _REQUIRED_ENTRY_KEYS | {"RequestID", "Trace", "Time"}
@@ -436,6 +442,7 @@ def decode_entry(
     compact: bool = False,
     jobs_as_evals: bool = False,
     keep_job: Callable[[dict[str, Any]], bool] | None = None,
+    skip_evals: bool = False,
 ) -> LogEntry:
     """Parse and validate an entry; raises CodecError naming the JSON path of a bad field.
 
@@ -449,7 +456,10 @@ def decode_entry(
     jobs_as_evals: a job registration is read as the evaluations it carries (UpsertEvals),
     its job left undecoded, for followers that never read jobs (the broker).
     keep_job: with jobs_as_evals, the registrations whose raw `Change` it accepts are read
-    whole, for followers that read only some jobs (the autoscaler: those with policies)."""
+    whole, for followers that read only some jobs (the autoscaler: those with policies).
+    skip_evals: leave out the evaluations an entry writes (a registration's, a purge's, a
+    plan's, an eval update's: their `Evals` are neither decoded nor stored), for followers
+    that never read evaluations (the client agent); garbage collection's deletions stay."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -471,7 +481,9 @@ def decode_entry(
     if type(term) is not int:
         term = from_wire(int, term, "$.Term")
     change: StateChange
-    if (
+    if skip_evals and cls is UpsertEvals:
+        change = UpsertEvals(())
+    elif (
         cls is UpsertJob
         and jobs_as_evals
         and isinstance(data["Change"], dict)
@@ -488,7 +500,7 @@ def decode_entry(
     elif (
         cls is UpsertAllocs and isinstance(data["Change"], dict) and "AllocGroups" in data["Change"]
     ):
-        change = _expand_allocs(data["Change"], "$.Change", compact)
+        change = _expand_allocs(data["Change"], "$.Change", compact, skip_evals)
     elif (
         cls is UpdateAllocsClientStatus
         and isinstance(data["Change"], dict)
@@ -496,7 +508,10 @@ def decode_entry(
     ):
         change = _expand_updates(data["Change"], "$.Change", terminal_updates_only, compact)
     else:
-        change = from_wire(cls, data["Change"], "$.Change")
+        wire = data["Change"]
+        if skip_evals and cls in _WRITE_EVALS and isinstance(wire, dict) and "Evals" in wire:
+            wire = {key: value for key, value in wire.items() if key != "Evals"}
+        change = from_wire(cls, wire, "$.Change")
         if terminal_updates_only and isinstance(change, UpdateAllocsClientStatus):
             change = UpdateAllocsClientStatus(
                 tuple(u for u in change.updates if u.client_status in CLIENT_TERMINAL)

@@ -113,13 +113,14 @@ class AgentService:
         # The agent needs job versions (to find tasks) from its store; allocation records go
         # straight from the log to the client core, so the store skips them. The log is read
         # compact, so that only the records of this agent's nodes are built; of the client
-        # reports coming back it only uses terminal ones, so only those are decoded.
+        # reports coming back it only uses terminal ones, so only those are decoded. It reads
+        # no evaluations: they are neither decoded nor kept (two per small job, for ever).
         self.replica = LogReplica(
             client,
             names,
             store=StateStore(),
             listener=self._on_entry,
-            decode=partial(decode_entry, terminal_updates_only=True, compact=True),
+            decode=partial(decode_entry, terminal_updates_only=True, compact=True, skip_evals=True),
             reduce=without_allocs,
         )
         self.usage_interval_s = usage_interval_s

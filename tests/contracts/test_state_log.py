@@ -200,6 +200,64 @@ def test_keep_job_reads_the_registrations_it_accepts_whole() -> None:
     assert isinstance(decode_entry(raw, keep_job=lambda change: False).change, UpsertJob)
 
 
+def _entries_writing_evals() -> list[LogEntry]:
+    from contracts import Allocation, Evaluation, Job
+    from contracts.state_log import DeleteEvals, PurgeJob, UpsertAllocs, UpsertEvals, UpsertJob
+
+    ev = Evaluation(id="e1", job_id="web")
+    alloc = Allocation(id="a1", eval_id="e1", node_id="n1", job_id="web", task_group="g")
+    return [
+        LogEntry(3, 1, UpsertJob(Job(id="web", name="web"), (ev,))),
+        LogEntry(4, 1, UpsertAllocs((alloc,), (ev,))),
+        LogEntry(5, 1, UpsertEvals((ev,))),
+        LogEntry(6, 1, PurgeJob("default", "web", (ev,))),
+        LogEntry(7, 1, DeleteEvals(("e1",), ("a1",))),
+    ]
+
+
+@pytest.mark.parametrize("compact", [False, True])
+@pytest.mark.parametrize("entry", _entries_writing_evals(), ids=lambda e: type(e.change).__name__)
+def test_a_follower_that_reads_no_evaluations_gets_entries_without_them(
+    entry: LogEntry, compact: bool
+) -> None:
+    """The client agent's decode: every entry as a plain follower reads it, less the
+    evaluations it writes (left undecoded, even when malformed); GC's deletions stay."""
+    from contracts.state_log import DeleteEvals
+
+    raw = encode_entry(entry)
+    whole = decode_entry(raw, compact=compact).change
+    lean = decode_entry(raw, compact=compact, skip_evals=True).change
+
+    assert type(lean) is type(whole)
+    if isinstance(whole, DeleteEvals):
+        assert lean == whole
+    else:
+        assert whole.evals and lean.evals == ()  # type: ignore[union-attr]
+        assert lean == dataclasses.replace(whole, evals=())  # type: ignore[type-var]
+    data = orjson.loads(raw)
+    if "Evals" in data["Change"]:
+        data["Change"]["Evals"][0]["Status"] = 5
+        with pytest.raises(CodecError, match=r"\$\.Change\.Evals\[0\]\.Status"):
+            decode_entry(orjson.dumps(data), compact=compact)
+        assert decode_entry(orjson.dumps(data), compact=compact, skip_evals=True).change == lean
+
+
+def test_plan_entries_without_alloc_groups_drop_their_evals_too() -> None:
+    from contracts import Allocation, Evaluation
+    from contracts.codec import to_lean_wire
+    from contracts.state_log import UpsertAllocs
+
+    ev = Evaluation(id="e1", job_id="web")
+    alloc = Allocation(id="a1", eval_id="e1", node_id="n1", job_id="web", task_group="g")
+    change = UpsertAllocs((alloc,), (ev,))
+    # The object form (allocations as records), as entries before AllocGroups were written.
+    raw = orjson.dumps(
+        {"Index": 4, "Term": 1, "Type": "UpsertAllocs", "Change": to_lean_wire(change)}
+    )
+    assert decode_entry(raw).change == change
+    assert decode_entry(raw, skip_evals=True).change == UpsertAllocs((alloc,))
+
+
 @pytest.mark.parametrize("terminal_only", [False, True])
 def test_a_bad_report_status_is_refused_by_every_follower(terminal_only: bool) -> None:
     # Followers that keep only terminal reports skip the others undecoded, but a status

@@ -23,6 +23,7 @@ from contracts import (
     ClientStatus,
     DesiredStatus,
     DriverInfo,
+    EvalStatus,
     Evaluation,
     Job,
     Node,
@@ -40,6 +41,7 @@ from contracts.state_log import (
     UpsertAllocRows,
     UpsertAllocs,
     UpsertEvals,
+    UpsertJob,
     decode_entry,
     encode_entry,
     without_allocs,
@@ -82,7 +84,7 @@ def test_records_on_its_nodes_are_built_from_either_form() -> None:
         assert records_on_nodes(change, frozenset({"n9"})) == []
 
 
-def test_the_agents_store_keeps_evaluations_but_no_allocation_records() -> None:
+def test_without_allocs_keeps_a_plans_evaluations_but_no_allocation_records() -> None:
     evaluation = Evaluation(id="e1")
     allocs = UpsertAllocs((placed("a1", "n1"),), evals=(evaluation,))
     reports = UpdateAllocsClientStatus(
@@ -95,6 +97,31 @@ def test_the_agents_store_keeps_evaluations_but_no_allocation_records() -> None:
             assert kept.index == entry.index
             want = (evaluation,) if entry.index == 5 else ()
             assert kept.change == UpsertEvals(want)
+
+
+def test_the_agents_store_keeps_job_versions_and_no_evaluations(
+    client: redis.Redis, tmp_path: Path
+) -> None:
+    """The agent's own replica settings: its tasks are found by job version, and neither
+    evaluations nor allocation records are kept."""
+    names = StreamNames("agent-store")
+    task = Task(name="t", driver="mock", resources=Resources(cpu=100, memory_mb=64))
+    job = Job(id="web", name="web", task_groups=(TaskGroup("g", 1, tasks=(task,)),))
+    evaluation = Evaluation(id="e1", job_id="web")
+    entries = (
+        LogEntry(1, 1, UpsertJob(job, (evaluation,))),
+        LogEntry(2, 1, UpsertAllocs((placed("a1", "n1"),), evals=(evaluation,))),
+        LogEntry(3, 1, UpsertEvals((dataclasses.replace(evaluation, status=EvalStatus.COMPLETE),))),
+    )
+    agent = AgentService("agent-store", client, names, [], {}, work_dir=tmp_path)
+    for entry in entries:
+        agent.replica.apply_rows([(b"", {b"e": encode_entry(entry)})])
+
+    store = agent.replica.store
+    assert store.latest_index() == 3
+    stored = store.job_version("default", "web", 0)
+    assert stored is not None and stored.task_groups == job.task_groups
+    assert list(store.evals()) == [] and store.alloc_count() == 0
 
 
 # -- the loop on a real Redis -------------------------------------------------------------------
