@@ -333,17 +333,13 @@ def _compact_allocs(change: UpsertAllocs) -> dict[str, Any]:
     return {"AllocGroups": compact_allocs(change.allocs), "Evals": to_lean_wire(change.evals)}
 
 
-def _expand_allocs(
-    wire: Any, path: str, compact: bool, skip_evals: bool = False
-) -> UpsertAllocs | UpsertAllocRows:
+def _expand_allocs(wire: Any, path: str, compact: bool) -> UpsertAllocs | UpsertAllocRows:
     if not isinstance(wire, dict):
         raise CodecError(path, f"expected an object, got {describe(wire)}")
     for key in wire:
         if key not in ("AllocGroups", "Evals"):
             raise CodecError(f"{path}.{key}", "unknown field")
-    evals: tuple[Evaluation, ...] = ()
-    if not skip_evals:
-        evals = from_wire(tuple[Evaluation, ...], wire.get("Evals"), f"{path}.Evals")
+    evals = from_wire(tuple[Evaluation, ...], wire.get("Evals"), f"{path}.Evals")
     if compact:
         groups = decode_alloc_groups(wire.get("AllocGroups"), f"{path}.AllocGroups")
         return UpsertAllocRows(groups=groups, evals=evals)
@@ -427,8 +423,6 @@ def _expand_updates(
     return UpdateAllocsClientStatus(tuple(u for run in runs for u in run.expand()))
 
 
-# The changes whose `Evals` a follower that reads no evaluations leaves out (skip_evals).
-_WRITE_EVALS = (UpsertJob, PurgeJob, UpsertAllocs)
 _ENTRY_KEYS = ("Index", "Term", "Type", "Change")
 _REQUIRED_ENTRY_KEYS = frozenset(_ENTRY_KEYS)
 _ALL_ENTRY_KEYS = _REQUIRED_ENTRY_KEYS | {"RequestID", "Trace", "Time"}
@@ -442,7 +436,7 @@ def decode_entry(
     compact: bool = False,
     jobs_as_evals: bool = False,
     keep_job: Callable[[dict[str, Any]], bool] | None = None,
-    skip_evals: bool = False,
+    keep_eval: Callable[[dict[str, Any]], bool] | None = None,
 ) -> LogEntry:
     """Parse and validate an entry; raises CodecError naming the JSON path of a bad field.
 
@@ -457,9 +451,10 @@ def decode_entry(
     its job left undecoded, for followers that never read jobs (the broker).
     keep_job: with jobs_as_evals, the registrations whose raw `Change` it accepts are read
     whole, for followers that read only some jobs (the autoscaler: those with policies).
-    skip_evals: leave out the evaluations an entry writes (a registration's, a purge's, a
-    plan's, an eval update's: their `Evals` are neither decoded nor stored), for followers
-    that never read evaluations (the client agent); garbage collection's deletions stay."""
+    keep_eval: of the evaluations an entry writes (a registration's, a purge's, a plan's,
+    an eval update's), only those whose raw object it accepts are decoded; the others are
+    left out, for followers that read no evaluations (the client agent) or only some (the
+    autoscaler: blocked ones). Garbage collection's deletions stay."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
@@ -480,10 +475,10 @@ def decode_entry(
         index = from_wire(int, index, "$.Index")
     if type(term) is not int:
         term = from_wire(int, term, "$.Term")
+    if keep_eval is not None:
+        _filter_evals(data["Change"], keep_eval)
     change: StateChange
-    if skip_evals and cls is UpsertEvals:
-        change = UpsertEvals(())
-    elif (
+    if (
         cls is UpsertJob
         and jobs_as_evals
         and isinstance(data["Change"], dict)
@@ -500,7 +495,7 @@ def decode_entry(
     elif (
         cls is UpsertAllocs and isinstance(data["Change"], dict) and "AllocGroups" in data["Change"]
     ):
-        change = _expand_allocs(data["Change"], "$.Change", compact, skip_evals)
+        change = _expand_allocs(data["Change"], "$.Change", compact)
     elif (
         cls is UpdateAllocsClientStatus
         and isinstance(data["Change"], dict)
@@ -508,10 +503,7 @@ def decode_entry(
     ):
         change = _expand_updates(data["Change"], "$.Change", terminal_updates_only, compact)
     else:
-        wire = data["Change"]
-        if skip_evals and cls in _WRITE_EVALS and isinstance(wire, dict) and "Evals" in wire:
-            wire = {key: value for key, value in wire.items() if key != "Evals"}
-        change = from_wire(cls, wire, "$.Change")
+        change = from_wire(cls, data["Change"], "$.Change")
         if terminal_updates_only and isinstance(change, UpdateAllocsClientStatus):
             change = UpdateAllocsClientStatus(
                 tuple(u for u in change.updates if u.client_status in CLIENT_TERMINAL)
@@ -523,6 +515,17 @@ def decode_entry(
         committed_ns = from_wire(int, committed_ns, "$.Time")
     trace = from_wire(dict[str, str], data["Trace"], "$.Trace") if "Trace" in data else {}
     return LogEntry(index, term, change, request_id, trace, committed_ns)
+
+
+def _filter_evals(change: Any, keep_eval: Callable[[dict[str, Any]], bool]) -> None:
+    """Drop from a raw change's `Evals` the evaluations `keep_eval` refuses (in place: the
+    entry's own parse). Whatever is not shaped as an evaluation is kept, for the decoder to
+    name it."""
+    if type(change) is not dict:
+        return
+    evals = change.get("Evals")
+    if type(evals) is list and evals:
+        change["Evals"] = [e for e in evals if type(e) is not dict or keep_eval(e)]
 
 
 def _refuse_entry_keys(data: dict[str, Any]) -> None:

@@ -30,6 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import redis
 from opentelemetry.trace import SpanKind
@@ -120,7 +121,9 @@ class AgentService:
             names,
             store=StateStore(),
             listener=self._on_entry,
-            decode=partial(decode_entry, terminal_updates_only=True, compact=True, skip_evals=True),
+            decode=partial(
+                decode_entry, terminal_updates_only=True, compact=True, keep_eval=_no_evals
+            ),
             reduce=without_allocs,
         )
         self.usage_interval_s = usage_interval_s
@@ -409,6 +412,11 @@ class AgentService:
 
     def _send(self, request: LeaderRequest) -> None:
         self.bus.publish(self.names.requests, [("LeaderRequest", request)])
+
+
+def _no_evals(raw: dict[str, Any]) -> bool:
+    """The agent's `keep_eval`: it reads no evaluation."""
+    return False
 
 
 def records_on_nodes(

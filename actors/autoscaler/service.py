@@ -43,7 +43,7 @@ from actors.autoscaler.core.checks import MetricReader
 from actors.autoscaler.core.cluster_signals import ClusterView
 from actors.autoscaler.core.decisions import DecisionLog, to_json
 from actors.autoscaler.core.handler import PolicyHandler, interval_splay_s
-from actors.autoscaler.core.job_filter import wants_job
+from actors.autoscaler.core.job_filter import wants_eval, wants_job
 from actors.autoscaler.core.registry import PolicyEntry, PolicyRegistry
 from actors.autoscaler.core.status import group_status
 from actors.autoscaler.core.usage_store import UsageStore
@@ -126,7 +126,7 @@ class AutoscalerService:
         # Of allocations the autoscaler needs only counts per group: the log is read compact
         # and no allocation record is built or stored (a full replica would cost this actor
         # as much as the API's, on every allocation of the cluster). Of jobs it decodes only
-        # those it reads (core/job_filter.py).
+        # those it reads, of evaluations the blocked ones (core/job_filter.py).
         store = StateStore()
         self.alloc_counts = AllocCounts(partial(system_job, store))
         self.replica = LogReplica(
@@ -141,6 +141,7 @@ class AutoscalerService:
                 keep_job=partial(
                     wants_job, held=lambda ns, job_id: store.job(ns, job_id) is not None
                 ),
+                keep_eval=partial(wants_eval, held=lambda eval_id: store.eval(eval_id) is not None),
             ),
             reduce=without_allocs,
             on_reset=self._forget_log,

@@ -201,61 +201,83 @@ def test_keep_job_reads_the_registrations_it_accepts_whole() -> None:
 
 
 def _entries_writing_evals() -> list[LogEntry]:
-    from contracts import Allocation, Evaluation, Job
+    from contracts import Allocation, EvalStatus, Evaluation, Job
     from contracts.state_log import DeleteEvals, PurgeJob, UpsertAllocs, UpsertEvals, UpsertJob
 
     ev = Evaluation(id="e1", job_id="web")
+    blocked = Evaluation(id="e2", job_id="web", status=EvalStatus.BLOCKED)
+    evals = (ev, blocked)
     alloc = Allocation(id="a1", eval_id="e1", node_id="n1", job_id="web", task_group="g")
     return [
-        LogEntry(3, 1, UpsertJob(Job(id="web", name="web"), (ev,))),
-        LogEntry(4, 1, UpsertAllocs((alloc,), (ev,))),
-        LogEntry(5, 1, UpsertEvals((ev,))),
-        LogEntry(6, 1, PurgeJob("default", "web", (ev,))),
+        LogEntry(3, 1, UpsertJob(Job(id="web", name="web"), evals)),
+        LogEntry(4, 1, UpsertAllocs((alloc,), evals)),
+        LogEntry(5, 1, UpsertEvals(evals)),
+        LogEntry(6, 1, PurgeJob("default", "web", evals)),
         LogEntry(7, 1, DeleteEvals(("e1",), ("a1",))),
     ]
 
 
+def _never(raw: dict[str, object]) -> bool:
+    return False
+
+
+def _blocked(raw: dict[str, object]) -> bool:
+    return raw.get("Status") == "blocked"
+
+
 @pytest.mark.parametrize("compact", [False, True])
 @pytest.mark.parametrize("entry", _entries_writing_evals(), ids=lambda e: type(e.change).__name__)
-def test_a_follower_that_reads_no_evaluations_gets_entries_without_them(
-    entry: LogEntry, compact: bool
-) -> None:
-    """The client agent's decode: every entry as a plain follower reads it, less the
-    evaluations it writes (left undecoded, even when malformed); GC's deletions stay."""
+def test_keep_eval_decodes_only_the_evaluations_it_accepts(entry: LogEntry, compact: bool) -> None:
+    """The client agent reads no evaluation, the autoscaler only blocked ones: every entry
+    as a plain follower reads it, less the evaluations refused (left undecoded, even when
+    malformed); GC's deletions stay."""
     from contracts.state_log import DeleteEvals
 
     raw = encode_entry(entry)
     whole = decode_entry(raw, compact=compact).change
-    lean = decode_entry(raw, compact=compact, skip_evals=True).change
+    none = decode_entry(raw, compact=compact, keep_eval=_never).change
+    blocked = decode_entry(raw, compact=compact, keep_eval=_blocked).change
 
-    assert type(lean) is type(whole)
+    assert type(none) is type(whole) is type(blocked)
     if isinstance(whole, DeleteEvals):
-        assert lean == whole
-    else:
-        assert whole.evals and lean.evals == ()  # type: ignore[union-attr]
-        assert lean == dataclasses.replace(whole, evals=())  # type: ignore[type-var]
+        assert none == blocked == whole
+        return
+    assert [e.id for e in whole.evals] == ["e1", "e2"]  # type: ignore[union-attr]
+    assert none == dataclasses.replace(whole, evals=())  # type: ignore[type-var]
+    assert blocked == dataclasses.replace(whole, evals=whole.evals[1:])  # type: ignore[union-attr,type-var]
     data = orjson.loads(raw)
-    if "Evals" in data["Change"]:
-        data["Change"]["Evals"][0]["Status"] = 5
-        with pytest.raises(CodecError, match=r"\$\.Change\.Evals\[0\]\.Status"):
-            decode_entry(orjson.dumps(data), compact=compact)
-        assert decode_entry(orjson.dumps(data), compact=compact, skip_evals=True).change == lean
+    data["Change"]["Evals"][0]["Priority"] = "high"  # the refused one, malformed
+    with pytest.raises(CodecError, match=r"\$\.Change\.Evals\[0\]\.Priority"):
+        decode_entry(orjson.dumps(data), compact=compact)
+    assert decode_entry(orjson.dumps(data), compact=compact, keep_eval=_blocked).change == blocked
 
 
-def test_plan_entries_without_alloc_groups_drop_their_evals_too() -> None:
-    from contracts import Allocation, Evaluation
+def test_keep_eval_applies_to_registrations_read_as_evals_and_plain_plan_entries() -> None:
+    from contracts import Allocation, EvalStatus, Evaluation, Job
     from contracts.codec import to_lean_wire
-    from contracts.state_log import UpsertAllocs
+    from contracts.state_log import UpsertAllocs, UpsertEvals, UpsertJob
 
     ev = Evaluation(id="e1", job_id="web")
+    blocked = Evaluation(id="e2", job_id="web", status=EvalStatus.BLOCKED)
+    raw = encode_entry(LogEntry(3, 1, UpsertJob(Job(id="web", name="web"), (ev, blocked))))
+    as_evals = decode_entry(raw, jobs_as_evals=True, keep_eval=_blocked).change
+    assert isinstance(as_evals, UpsertEvals) and [e.id for e in as_evals.evals] == ["e2"]
+
     alloc = Allocation(id="a1", eval_id="e1", node_id="n1", job_id="web", task_group="g")
-    change = UpsertAllocs((alloc,), (ev,))
+    change = UpsertAllocs((alloc,), (ev, blocked))
     # The object form (allocations as records), as entries before AllocGroups were written.
-    raw = orjson.dumps(
+    plain = orjson.dumps(
         {"Index": 4, "Term": 1, "Type": "UpsertAllocs", "Change": to_lean_wire(change)}
     )
-    assert decode_entry(raw).change == change
-    assert decode_entry(raw, skip_evals=True).change == UpsertAllocs((alloc,))
+    assert decode_entry(plain).change == change
+    assert decode_entry(plain, keep_eval=_never).change == UpsertAllocs((alloc,))
+    skipped = decode_entry(plain, skip_allocs=True, keep_eval=_blocked).change
+    assert skipped == UpsertAllocs((), (blocked,))
+    # An Evals that is no list is left to the decoder, which names it.
+    data = orjson.loads(plain)
+    data["Change"]["Evals"] = "e1"
+    with pytest.raises(CodecError, match=r"\$\.Change\.Evals"):
+        decode_entry(orjson.dumps(data), keep_eval=_never)
 
 
 @pytest.mark.parametrize("terminal_only", [False, True])

@@ -1,4 +1,4 @@
-"""Which job registrations the autoscaler's replica decodes whole.
+"""Which job registrations and evaluations the autoscaler's replica decodes.
 
 The autoscaler reads, of jobs, only their scaling policies, the target status of the groups
 that have one (count, stop, scaling events) and whether a job is a system job (its
@@ -12,6 +12,11 @@ A registration is read whole when its job has a `scaling` block in any group, is
 or sysbatch job, carries scaling events, or is a job the replica already holds (an update
 may remove a policy or change the type, and the stored version must follow). Anything not
 shaped as expected is read whole too, so that the decoder names the bad field.
+
+Of evaluations it reads only the blocked ones (cluster signals count the placements they
+wait for, cluster_signals.py), yet every small job writes two others (its registration's and
+its plan's): an evaluation is decoded when it is blocked or when the replica holds it (a
+blocked one moving on must replace the stored record, or it would count for ever).
 """
 
 from __future__ import annotations
@@ -39,3 +44,12 @@ def wants_job(change: dict[str, Any], held: Callable[[str, str], bool]) -> bool:
     if not isinstance(groups, list):
         return True
     return any(not isinstance(g, dict) or g.get("Scaling") is not None for g in groups)
+
+
+def wants_eval(raw: dict[str, Any], held: Callable[[str], bool]) -> bool:
+    """Whether the autoscaler decodes one raw evaluation of an entry; `held(eval_id)`:
+    whether its replica holds that evaluation."""
+    if raw.get("Status") == "blocked":
+        return True
+    eval_id = raw.get("ID")
+    return not isinstance(eval_id, str) or held(eval_id)

@@ -10,6 +10,7 @@ recorded and the loop goes on; each decision is applied once; the evaluation is 
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -33,9 +34,10 @@ from actors.leader.service import LeaderService
 from actors.streams import StreamBus
 from actors.streams.names import StreamNames
 from actors.worker.service import WorkerService
-from contracts import ClientStatus
+from contracts import ClientStatus, EvalStatus, Evaluation, Job
 from contracts.jobspec import parse_hcl
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
+from contracts.state_log import LogEntry, UpsertAllocs, UpsertEvals, UpsertJob, encode_entry
 from contracts.usage import REPORT_TYPE, USAGE_STREAM_MAXLEN, AllocUsage, UsageReport
 from launch.system_fleets import spec_from_stored
 
@@ -429,9 +431,9 @@ def test_jobs_without_policies_are_not_held_and_a_policy_added_later_is_taken_up
     cluster.run_job(system)
     evaluate(service, cluster, clock, 1)
     state = service.replica.store
-    # Read as its evaluations only: the replica never decoded the policy-less service job.
+    # Neither the policy-less service job nor its evaluations (none blocked) were decoded.
     assert state.job("default", "plain") is None
-    assert state.evals_by_job("default", "plain")
+    assert state.evals_by_job("default", "plain") == []
     sys_job = state.job("default", "sys")  # held: its allocations may count as system ones
     assert sys_job is not None and sys_job.type == "system"
     # The same job registered again with a policy is read whole and its policy starts.
@@ -446,3 +448,43 @@ def test_jobs_without_policies_are_not_held_and_a_policy_added_later_is_taken_up
     held = state.job("default", "plain")
     assert held is not None and held.task_groups[0].scaling is None
     assert service.policy(group_policy_id("default", "plain", "api")) is None
+
+
+def never_sent(request: LeaderRequest) -> LeaderResponse:
+    raise AssertionError("nothing is scaled here")
+
+
+def test_the_replica_keeps_blocked_evaluations_and_follows_them_only(
+    client: redis.Redis,
+) -> None:
+    """Cluster signals read blocked evaluations: those are decoded and stored, and so are
+    their later versions (a blocked one that moved on stops counting); the rest are not."""
+    service = AutoscalerService(client, StreamNames("asc-evals"), never_sent)
+    job = Job(id="plain", name="plain")
+    pending = Evaluation(id="e1", job_id="plain")
+    blocked = Evaluation(id="e2", job_id="plain", status=EvalStatus.BLOCKED)
+    moved_on = dataclasses.replace(blocked, status=EvalStatus.COMPLETE)
+    entries = [
+        LogEntry(1, 1, UpsertJob(job, (pending,))),
+        LogEntry(
+            2,
+            1,
+            UpsertAllocs((), (dataclasses.replace(pending, status=EvalStatus.COMPLETE), blocked)),
+        ),
+        LogEntry(3, 1, UpsertEvals((Evaluation(id="e3", job_id="plain"),))),
+    ]
+    store = service.replica.store
+    for entry in entries:
+        service.replica.apply_rows([(b"", {b"e": encode_entry(entry)})])
+    assert store.latest_index() == 3
+    assert store.eval("e1") is None and store.eval("e3") is None
+    stored = store.eval("e2")
+    assert stored is not None and stored.status is EvalStatus.BLOCKED
+
+    service.replica.apply_rows(
+        [(b"", {b"e": encode_entry(LogEntry(4, 1, UpsertEvals((moved_on,))))})]
+    )
+
+    stored = store.eval("e2")
+    assert stored is not None and stored.status is EvalStatus.COMPLETE
+    assert [e.id for e in store.evals()] == ["e2"]
