@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from actors.state.chunked_cow import ChunkedFrozenMap
 from actors.state.cow import FrozenMap, FrozenMultiMap
 from actors.state.reader import JobKey, TableReader
 from actors.state.usage import NodeUsage
@@ -50,7 +51,7 @@ class StateSnapshot(TableReader):
         jobs: FrozenMap[JobKey, Job],
         versions: FrozenMap[JobKey, tuple[Job, ...]],
         nodes: FrozenMap[str, Node],
-        allocs: FrozenMap[str, Allocation],
+        allocs: ChunkedFrozenMap[str, Allocation],
         evals: FrozenMap[str, Evaluation],
         usage: FrozenMap[str, NodeUsage],
         scaling: FrozenMap[JobKey, ScalingByGroup],

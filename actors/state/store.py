@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from actors.state.chunked_cow import ChunkedCowMap
 from actors.state.cow import CowMap, CowMultiMap, job_key_hash, str_hash
 from actors.state.deployments import keep_deployment
 from actors.state.holds import HoldTable
@@ -88,7 +89,7 @@ class StateStore(JobStatusRefresh, TableReader):
     _jobs: CowMap[JobKey, Job]
     _versions: CowMap[JobKey, tuple[Job, ...]]
     _nodes: CowMap[str, Node]
-    _allocs: CowMap[str, Allocation]
+    _allocs: ChunkedCowMap[str, Allocation]
     _evals: CowMap[str, Evaluation]
     _usage: CowMap[str, NodeUsage]
     _scaling: CowMap[JobKey, ScalingByGroup]
@@ -112,8 +113,9 @@ class StateStore(JobStatusRefresh, TableReader):
         # plain dict lookup on the scheduler's and applier's hottest paths.
         self._nodes = CowMap(node_shards, str_hash)
         # Looked up several times per allocation by every store, never iterated for a
-        # decision: the faster per-process hash (see cow.py).
-        self._allocs = CowMap(alloc_shards, hash)
+        # decision: the faster per-process hash (see cow.py). Thousands of shards, so that
+        # a write copies little: kept in chunks, so that a snapshot copies little either.
+        self._allocs = ChunkedCowMap(alloc_shards, hash)
         self._evals = CowMap(shards, hash)
         self._usage_table = UsageTable(node_shards)
         self._usage = self._usage_table.table
