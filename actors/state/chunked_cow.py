@@ -6,9 +6,10 @@ allocation table's 16,384 shards that was a quarter of a millisecond per snapsho
 leader, whose local scheduling takes one every few small evaluations, nearly all of it
 cache misses on dicts nobody else was reading.
 
-Here the shards are kept in chunks of up to CHUNK. A snapshot is a tuple of one tuple per
-chunk, and a chunk's tuple is made again only if one of its shards was replaced since the
-last snapshot: a snapshot after a few placements re-tuples a few chunks, not every shard.
+Here the shards are kept in chunks of up to 2**CHUNK_BITS. A snapshot is a tuple of one
+tuple per chunk, and a chunk's tuple is made again only if one of its shards was replaced
+since the last snapshot: a snapshot after a few placements re-tuples a few chunks, not every
+shard.
 The rules are CowMap's: the first write to a shard after a snapshot copies that shard (and
 marks its chunk), so no snapshot ever sees a later write. Reads cost one more index.
 """
@@ -26,7 +27,9 @@ CHUNK_BITS = 7  # 128 shards a chunk: 16,384 shards make 128 chunks
 
 
 class ChunkedView(ShardedView[K, V]):
-    """Reads over shards kept in chunks (shard i is chunk i >> bits, position i & low)."""
+    """Reads over shards kept in chunks (shard i is chunk i >> bits, position i & low).
+    A ShardedView to its readers (the store's tables are typed so); every read is its own,
+    and the flat `_shards` is left unset."""
 
     __slots__ = ("_bits", "_chunks", "_low")
 

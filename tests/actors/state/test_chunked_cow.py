@@ -14,14 +14,15 @@ Proven here:
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import settings
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from actors.state import StateStore
-from actors.state.chunked_cow import CHUNK_BITS, ChunkedCowMap, ChunkedFrozenMap
+from actors.state.chunked_cow import CHUNK_BITS, ChunkedCowMap
 from actors.state.cow import CowMap, stable_hash
+from tests.actors.state.test_cow import CowMapMachine
 
 
 @pytest.mark.parametrize("shards", [1, 2, 64, 128, 256, 4096])
@@ -87,39 +88,14 @@ def test_a_snapshot_retuples_only_the_chunks_written_since() -> None:
     assert first.get("k5") == 5 and second.get("k5") == -5
 
 
-class ChunkedMapMachine(RuleBasedStateMachine):
-    def __init__(self) -> None:
-        super().__init__()
-        self.live: ChunkedCowMap[str, int] = ChunkedCowMap(8)  # chunks of 8 below CHUNK
-        self.model: dict[str, int] = {}
-        self.snaps: list[tuple[ChunkedFrozenMap[str, int], dict[str, int]]] = []
-
-    @rule(key=st.sampled_from([f"k{i}" for i in range(24)]), value=st.integers())
-    def set(self, key: str, value: int) -> None:
-        self.live.set(key, value)
-        self.model[key] = value
-
-    @rule(key=st.sampled_from([f"k{i}" for i in range(24)]))
-    def pop(self, key: str) -> None:
-        assert self.live.pop(key) == self.model.pop(key, None)
-
-    @rule()
-    def snapshot(self) -> None:
-        self.snaps.append((self.live.snapshot(), dict(self.model)))
-
-    @invariant()
-    def matches_models(self) -> None:
-        assert self.live.to_dict() == self.model and len(self.live) == len(self.model)
-        for snap, expected in self.snaps:
-            assert snap.to_dict() == expected and len(snap) == len(expected)
-            for key, value in expected.items():
-                assert snap.get(key) == value and snap[key] == value and key in snap
+class ChunkedMapMachine(CowMapMachine):
+    def make_map(self) -> Any:
+        return ChunkedCowMap(8)  # chunks of 8, below a full one
 
 
-class WideChunkedMapMachine(ChunkedMapMachine):
-    def __init__(self) -> None:
-        super().__init__()
-        self.live = ChunkedCowMap(4 << CHUNK_BITS)  # four full chunks
+class WideChunkedMapMachine(CowMapMachine):
+    def make_map(self) -> Any:
+        return ChunkedCowMap(4 << CHUNK_BITS)  # four full chunks
 
 
 TestChunkedMapProperties = ChunkedMapMachine.TestCase

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import zlib
+from typing import Any
 
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from actors.state.cow import CowMap, CowMultiMap, FrozenMap, FrozenMultiMap, stable_hash
+from actors.state.cow import (
+    CowMap,
+    CowMultiMap,
+    FrozenMap,
+    FrozenMultiMap,
+    ShardedView,
+    stable_hash,
+)
 
 
 def test_basic_map_operations() -> None:
@@ -167,11 +175,16 @@ KEYS = st.sampled_from([f"k{i}" for i in range(12)])
 
 
 class CowMapMachine(RuleBasedStateMachine):
+    """CowMap against a dict model; test_chunked_cow.py runs it over ChunkedCowMap too."""
+
     def __init__(self) -> None:
         super().__init__()
-        self.live: CowMap[str, int] = CowMap(shards=4)
+        self.live = self.make_map()
         self.model: dict[str, int] = {}
-        self.snaps: list[tuple[FrozenMap[str, int], dict[str, int]]] = []
+        self.snaps: list[tuple[ShardedView[str, int], dict[str, int]]] = []
+
+    def make_map(self) -> Any:
+        return CowMap(shards=4)
 
     @rule(key=KEYS, value=st.integers())
     def set(self, key: str, value: int) -> None:
