@@ -98,7 +98,7 @@ class ShuffledNodes(Sequence[Node]):
     it is read (Fisher-Yates from the front: position i takes a random one of the nodes not
     yet placed). The same seed gives the same order however it is read.
 
-    A short draw (a one-allocation evaluation reads a few dozen positions of thousands)
+    A short draw (a one-allocation evaluation reads sixteen positions of thousands)
     copies nothing: the positions a swap displaced are kept in a dict over the shared input.
     Past `SPARSE_UPTO` of the input the nodes are copied once and swapped in place, as the
     dict would cost more than the copy. Both draws consume the same random numbers, so the
