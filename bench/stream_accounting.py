@@ -30,8 +30,7 @@ def cpu_per_eval(cpu_s: dict[str, float], evals: int) -> dict[str, float] | None
     if evals <= 0:
         return None
     per_eval = {role: round(1000 * spent / evals, 3) for role, spent in cpu_s.items()}
-    drover = sum(spent for role, spent in cpu_s.items() if role != "load")
-    return per_eval | {"drover": round(1000 * drover / evals, 3)}
+    return per_eval | {"drover": round(1000 * sum(_drovers(cpu_s).values()) / evals, 3)}
 
 
 def cpu_over_load(cpu_s: dict[str, float]) -> dict[str, float] | None:
@@ -42,9 +41,14 @@ def cpu_over_load(cpu_s: dict[str, float]) -> dict[str, float] | None:
     load = cpu_s.get("load", 0.0)
     if load <= 0:
         return None
-    ours = {role: spent for role, spent in cpu_s.items() if role != "load"}
+    ours = _drovers(cpu_s)
     ratios = {role: round(spent / load, 2) for role, spent in ours.items()}
     return ratios | {"drover": round(sum(ours.values()) / load, 2)}
+
+
+def _drovers(cpu_s: dict[str, float]) -> dict[str, float]:
+    """drover's own processes' CPU: every process of the run but the load's."""
+    return {role: spent for role, spent in cpu_s.items() if role != "load"}
 
 
 def process_ids(system: DroverSystem, load_pid: int) -> dict[str, list[int]]:
