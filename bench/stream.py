@@ -29,9 +29,11 @@ process's CPU over the phase (window and drain) in percent of one core; `cpu_ms_
 the same CPU in milliseconds per evaluation scheduled, per process and in all (`drover`: all
 but the load process); `cpu_over_load`: each process's CPU, and drover's, over the load
 process's (a yardstick that moves with the machine's speed: compare builds by it);
-`system`: the actors' counters over the phase; `machine_ms`: how fast
-the machine ran plain Python when the phase ended (bench/gauge.py: compare A/B pairs whose
-readings agree).
+`system`: the actors' counters over the phase, with `snapshots` and `snapshot_ms` (the
+latest one's write, encoding included) when the leader wrote a snapshot in it: it encodes
+the whole state on its own process, so a phase with one pays for it (`--snapshot-every`
+moves them); `machine_ms`: how fast the machine ran plain Python when the phase ended
+(bench/gauge.py: compare A/B pairs whose readings agree).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ import redis
 
 from actors.agent.core import FleetSpec
 from actors.api.core.shapes import job_to_nomad
+from actors.leader.snapshots import SnapshotPolicy
 from actors.streams.client import connect
 from actors.streams.names import StreamNames
 from bench.gauge import machine_ms
@@ -73,6 +76,7 @@ from bench.stream_accounting import (
     cpu_seconds,
     process_ids,
     redis_commands,
+    snapshot_written,
 )
 from contracts import DesiredStatus, Job, Resources, Task, TaskGroup
 from contracts.alloc_batch import ROW_ID
@@ -480,6 +484,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default="on",
         help="small evals scheduled by the leader itself (actors/leader/local_scheduling.py)",
     )
+    parser.add_argument(
+        "--snapshot-every",
+        type=int,
+        default=SnapshotPolicy.every_entries,
+        help="log entries between the leader's snapshots (the agent's -snapshot-every)",
+    )
     args = parser.parse_args(argv)
     if _jobs(args) > holds(args.nodes):
         parser.error(f"{args.nodes} nodes hold {holds(args.nodes)} jobs, not {_jobs(args)}")
@@ -499,6 +509,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
         "clients": args.clients,
         "tracing": args.tracing,
         "leader_schedules": args.leader_schedules,
+        "snapshot_every": args.snapshot_every,
     }
     phases: list[tuple[Any, ...]] = [("idle", args.idle)] if args.idle else []
     phases += [("rate", r, round(r * args.seconds), args.seconds, args.drain) for r in args.rates]
@@ -514,6 +525,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
         http_addr="127.0.0.1:0",
         tracing=args.tracing == "on",
         leader_schedules=args.leader_schedules == "on",
+        snapshot_policy=SnapshotPolicy(every_entries=args.snapshot_every),
     )
     context = multiprocessing.get_context("spawn")  # never fork a process that runs Ray
     ours, theirs = context.Pipe()
@@ -534,6 +546,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
             for command in phases:
                 cpu_before = {role: sum(map(cpu_seconds, ids)) for role, ids in pids.items()}
                 counters_before = actor_counters(system)
+                snapshots_before, _ = snapshot_written(system)
                 commands_before = redis_commands(system)
                 phase_started = time.monotonic()
                 ours.send(command)
@@ -547,6 +560,10 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 counters = {k: v - counters_before[k] for k, v in actor_counters(system).items()}
                 evals = counters["worker_evals"] + counters["leader_evals"]
                 commands = calls_per_eval(redis_commands(system), commands_before, evals)
+                snapshots, snapshot_s = snapshot_written(system)
+                if snapshots > snapshots_before:
+                    counters |= {"snapshots": snapshots - snapshots_before}
+                    counters |= {"snapshot_ms": round(snapshot_s * 1000)}
                 yield (
                     common
                     | figures

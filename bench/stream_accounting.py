@@ -78,6 +78,13 @@ def actor_counters(system: DroverSystem) -> dict[str, int]:
     return counts | {"broker_deliveries": delivered}
 
 
+def snapshot_written(system: DroverSystem) -> tuple[int, float]:
+    """The leader's snapshots so far, and the latest one's seconds (encoding included): it
+    encodes the whole state on the leader's process, so a phase with one pays for it."""
+    stats = ray.get(system.leader.snapshot_stats.remote())
+    return int(stats["written"]), float(stats["seconds"])
+
+
 def redis_commands(system: DroverSystem) -> dict[str, int]:
     """Calls of each Redis command so far (INFO commandstats)."""
     stats = connect(system.redis_url).info("commandstats")

@@ -192,7 +192,9 @@ def test_the_default_worker_count_is_left_to_the_system() -> None:
 
 def test_a_tiny_run_prints_every_figure_and_every_job_commits() -> None:
     tiny = {"nodes": 50, "rates": 20, "seconds": 2, "burst": 20, "idle": 3, "clients": 2}
-    args = parse_args([a for k, v in tiny.items() for a in (f"--{k}", str(v))] + ["--workers", "1"])
+    # A snapshot every 40 entries: some phase has one, and says so.
+    tiny |= {"workers": 1, "snapshot-every": 40}
+    args = parse_args([a for k, v in tiny.items() for a in (f"--{k}", str(v))])
     lines = list(stream.run(args))
     assert [line["phase"] for line in lines] == ["idle", "rate", "burst"]
     idle, rate, burst = lines
@@ -238,6 +240,10 @@ def test_a_tiny_run_prints_every_figure_and_every_job_commits() -> None:
         assert line["drained"] is True and line["drain_s"] >= 0
         assert line["sent"] + line["unsent"] == line["jobs"]
     assert idle["jobs"] == idle["committed"] == 3
+    with_snapshot = [line["system"] for line in lines if "snapshots" in line["system"]]
+    assert with_snapshot and all(
+        system["snapshots"] >= 1 and system["snapshot_ms"] >= 0 for system in with_snapshot
+    )
     assert rate["jobs"] == 40 and rate["offered_per_s"] == 20
     assert rate["committed"] == rate["sent"] and "achieved_offered_per_s" in rate
     assert burst["jobs"] == burst["sent"] == burst["committed"] == 20
