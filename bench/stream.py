@@ -487,7 +487,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--snapshot-every",
         type=int,
-        default=SnapshotPolicy.every_entries,
+        default=SnapshotPolicy().every_entries,
         help="log entries between the leader's snapshots (the agent's -snapshot-every)",
     )
     args = parser.parse_args(argv)

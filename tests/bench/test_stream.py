@@ -14,6 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
+from actors.leader.snapshots import SnapshotPolicy
 from bench import stream
 from bench.stream import Clients, job_body, parse_args, percentile_ms, scan_entry
 from contracts import (
@@ -188,6 +189,11 @@ def test_a_workload_the_nodes_cannot_hold_is_refused() -> None:
 def test_the_default_worker_count_is_left_to_the_system() -> None:
     assert parse_args([]).workers is None
     assert parse_args(["--workers", "3"]).workers == 3
+
+
+def test_snapshots_come_as_often_as_the_systems_unless_told() -> None:
+    assert parse_args([]).snapshot_every == SnapshotPolicy().every_entries
+    assert parse_args(["--snapshot-every", "500"]).snapshot_every == 500
 
 
 def test_a_tiny_run_prints_every_figure_and_every_job_commits() -> None:
