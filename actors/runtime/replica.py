@@ -9,6 +9,13 @@ then reads the log after it. The leader trims the log before its snapshots: a re
 finds the entry after its index gone (it lagged past the kept tail) reloads the snapshot,
 after `on_reset` has let its owner drop what it derived from the entries (its listener then
 sees the snapshot's records again, as chunks at the snapshot's index).
+
+A follower that has no use for the state for a while (the autoscaler with no policy at
+all) can let its replica doze (`doze(sniff)`): entries are then read but neither decoded
+nor applied, only handed raw to `sniff`; the first one it flags, or a `wake()` from any
+thread, wakes the replica, which rebuilds its store from scratch (`on_reset`, then the
+latest snapshot and the log after it, as at start) and goes on applying. `dozing()` holds
+until that rebuild is done: the owner reads nothing from the store meanwhile.
 """
 
 from __future__ import annotations
@@ -30,6 +37,13 @@ from contracts.state_log import LogEntry, decode_entry
 EntryListener = Callable[[LogEntry, StateStore], None]
 EntryDecoder = Callable[[bytes], LogEntry]
 EntryReducer = Callable[[LogEntry], LogEntry]
+RawSniff = Callable[[bytes], bool]
+
+
+def _row_index(row_id: bytes | str) -> int:
+    """A log row's index: its stream ID is `<index>-0`."""
+    text = row_id.decode() if isinstance(row_id, bytes) else row_id
+    return int(text.split("-", 1)[0])
 
 
 class LogReplica:
@@ -60,14 +74,25 @@ class LogReplica:
         # How long after the leader committed it the newest applied entry was applied: how
         # far behind the leader this follower reads (0 until an entry with a commit time).
         self.lag_ns = 0
+        # Dozing (see the module doc). The replica's thread reads and rewinds; doze and
+        # wake may come from any thread, so the switches go under a lock of their own.
+        self._doze_lock = threading.Lock()
+        self._sniff: RawSniff | None = None
+        self._wake_asked = False
+        self._rewinding = False
+        self._skipped_to = 0  # the last entry read while dozing (never applied)
+        self.rewinds = 0  # wake-ups: the store rebuilt from scratch
 
     @property
     def index(self) -> int:
-        return self.store.latest_index()
+        """The last entry read: applied, or passed over while dozing."""
+        return max(self.store.latest_index(), self._skipped_to)
 
     def catch_up(self, block_ms: int | None = None, batch: int = 1000) -> int:
         """Apply entries after the local index; with block_ms, wait that long for the first.
         Returns how many entries were applied."""
+        if self._wake_asked:
+            return self._rewind()
         reply = self.client.xread({self.names.log: self.position()}, count=batch, block=block_ms)
         applied = 0
         for _stream, rows in reply or ():
@@ -75,11 +100,13 @@ class LogReplica:
         return applied
 
     def position(self) -> str:
-        """The log stream ID this replica has applied up to (read from just after it)."""
-        return f"{self.store.latest_index()}-0"
+        """The log stream ID this replica has read up to (read from just after it)."""
+        return f"{self.index}-0"
 
     def apply_rows(self, rows: Sequence[tuple[Any, dict[bytes, bytes]]]) -> int:
         """Apply log rows read by the caller (e.g. in one XREAD with other streams)."""
+        if self._sniff is not None:
+            return self._pass_over(rows)
         applied = 0
         committed_ns = 0
         for _id, fields in rows:
@@ -102,6 +129,52 @@ class LogReplica:
             with self._applied:
                 self._applied.notify_all()
         return applied
+
+    # -- dozing ----------------------------------------------------------------------------
+
+    def doze(self, sniff: RawSniff) -> None:
+        """From the next read on, pass entries over unless `sniff(raw)` flags one (any
+        thread; ignored while a wake-up is asked or under way)."""
+        with self._doze_lock:
+            if not (self._wake_asked or self._rewinding):
+                self._sniff = sniff
+
+    def wake(self) -> None:
+        """Rebuild the store and apply entries again, if dozing (any thread: the replica's
+        thread rebuilds it on its next read)."""
+        with self._doze_lock:
+            if self._sniff is not None:
+                self._wake_asked = True
+
+    def dozing(self) -> bool:
+        """Whether the store is stale: dozing, or waking and not yet rebuilt."""
+        return self._sniff is not None or self._wake_asked or self._rewinding
+
+    def _pass_over(self, rows: Sequence[tuple[Any, dict[bytes, bytes]]]) -> int:
+        sniff = self._sniff
+        for row_id, fields in rows:
+            if self._wake_asked or (sniff is not None and sniff(fields[b"e"])):
+                return self._rewind()
+            self._skipped_to = _row_index(row_id)
+        with self._applied:
+            self._applied.notify_all()
+        return 0
+
+    def _rewind(self) -> int:
+        """Wake: the store rebuilt from scratch, as at start (the entry that woke it is
+        among those applied). Returns how many log entries were applied."""
+        with self._doze_lock:
+            self._rewinding = True
+            self._sniff, self._wake_asked = None, False
+        try:
+            if self.on_reset is not None:
+                self.on_reset()
+            self.store.reset()
+            self._skipped_to = 0
+            self.rewinds += 1
+            return self.load()
+        finally:
+            self._rewinding = False
 
     def load_snapshot(self) -> bool:
         """Rebuild the store from the latest snapshot if it is ahead of it."""
@@ -134,7 +207,7 @@ class LogReplica:
         """Read and apply the log on the caller's thread until `index` is applied (for
         followers with no tail thread); False if that took longer than `timeout_s`."""
         deadline = time.monotonic() + timeout_s
-        while self.store.latest_index() < index:
+        while self.index < index:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
@@ -156,7 +229,7 @@ class LogReplica:
         """Block until the replica has applied `index` (a tail thread must be running)."""
         deadline = time.monotonic() + timeout_s
         with self._applied:
-            while self.store.latest_index() < index:
+            while self.index < index:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     return False

@@ -25,6 +25,10 @@ from collections.abc import Callable
 from typing import Any
 
 SYSTEM_TYPES = frozenset({"system", "sysbatch"})
+# How a group's scaling block starts in an encoded entry (a job registration, a snapshot's
+# chunk): an object under that key. Meta values are strings, so only a driver's config
+# holding such a key could match without a policy (the autoscaler then wakes for nothing).
+SCALING_BLOCK = b'"Scaling":{'
 
 
 def wants_job(change: dict[str, Any], held: Callable[[str, str], bool]) -> bool:
@@ -53,3 +57,10 @@ def wants_eval(raw: dict[str, Any], held: Callable[[str], bool]) -> bool:
         return True
     eval_id = raw.get("ID")
     return not isinstance(eval_id, str) or held(eval_id)
+
+
+def may_bring_policy(raw: bytes) -> bool:
+    """Whether an encoded log entry may bring a scaling policy: what wakes the autoscaler's
+    replica while it dozes, as it does with no policy at all (service.py). A plain byte
+    search: the entries it passes over are never parsed."""
+    return SCALING_BLOCK in raw

@@ -488,3 +488,56 @@ def test_the_replica_keeps_blocked_evaluations_and_follows_them_only(
     stored = store.eval("e2")
     assert stored is not None and stored.status is EvalStatus.COMPLETE
     assert [e.id for e in store.evals()] == ["e2"]
+
+
+FIXED_SIM_POLICY = """
+scaling "sim" {
+  enabled = true
+  max     = 5
+  policy {
+    check "c" { strategy "fixed-value" { value = 2 } }
+    target "fleet" { fleet = "sim" }
+  }
+}
+"""
+
+
+def test_with_no_policy_the_replica_dozes_and_a_policy_wakes_it(cluster: Cluster) -> None:
+    """Nothing reads the replica without a policy: the log is passed over unread until a
+    job with a scaling block comes (or a policy is applied), and then the replica is
+    rebuilt, so that what it passed over counts (the allocations placed meanwhile)."""
+    clock = Clock()
+    service = new_autoscaler(cluster, clock)
+    evaluate(service, cluster, clock, 1)
+    assert service.replica.dozing()
+    plain = web_hcl().replace('job "web"', 'job "plain"')
+    plain = plain[: plain.index("scaling")] + plain[plain.index("task ") :]
+    cluster.run_job(plain)
+    cluster.wait_running(2, "plain")
+    evaluate(service, cluster, clock, 1)
+    store = service.replica.store
+    assert service.replica.index == cluster.leader.store.latest_index()
+    assert store.latest_index() < service.replica.index and store.job("default", "plain") is None
+    assert service.alloc_counts.counts("default", "plain", "api") == (0, 0)
+
+    cluster.run_job(web_hcl())  # a scaling block: the replica wakes and reads it all
+    evaluate(service, cluster, clock, 1)
+    assert not service.replica.dozing() and service.replica.rewinds == 1
+    assert service.policy(WEB_ID) is not None
+    assert service.alloc_counts.counts("default", "plain", "api")[0] == 2  # placed meanwhile
+
+    purge = LeaderRequest(RequestKind.STOP_JOB, request_id="purge", job_id="web", purge=True)
+    assert cluster.leader.submit(purge).ok
+    evaluate(service, cluster, clock, 1)
+    assert service.policy(WEB_ID) is None
+    evaluate(service, cluster, clock, 1)  # the policy gone, the next turn dozes
+    assert service.replica.dozing()
+
+    (view,) = service.apply_policy("sim.hcl", FIXED_SIM_POLICY)  # applied: wakes it too
+    evaluate(service, cluster, clock, 1)  # the turn asks the replica to wake...
+    assert service.replica.dozing()
+    assert service.evaluate_due(clock.now + 3600) == 0  # ...and reads nothing stale meanwhile
+    service.replica.catch_up()  # the replica's thread: its next read rebuilds the store
+    assert not service.replica.dozing() and service.replica.rewinds == 2
+    assert service.alloc_counts.counts("default", "plain", "api")[0] == 2
+    assert service.policy(view["ID"]) is not None

@@ -1,6 +1,6 @@
 """The log replica's tail on a real Redis: it applies what the leader commits while it runs,
-with a linger entries committed during the pause after a read come in one read, and it
-knows how far behind the leader it reads."""
+with a linger entries committed during the pause after a read come in one read, it knows
+how far behind the leader it reads, and it dozes and wakes (rebuilt from scratch)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from collections.abc import Callable
 import redis
 
 from actors.leader.service import LeaderService
+from actors.leader.snapshots import SnapshotPolicy
 from actors.runtime.replica import LogReplica
 from actors.streams.names import StreamNames
 from contracts import Job, Resources, Task, TaskGroup
@@ -109,3 +110,69 @@ def test_the_lag_is_how_late_the_newest_entry_was_applied(client: redis.Redis) -
     follower = LogReplica(client, NAMES)
     assert follower.catch_up_to(index, timeout_s=10)
     assert 0 < follower.lag_ns < 5_000_000_000  # applied just after its commit
+
+
+def woken_by(marker: bytes) -> Callable[[bytes], bool]:
+    return lambda raw: marker in raw
+
+
+def test_a_dozing_replica_passes_entries_over_until_one_wakes_it_then_rebuilds(
+    client: redis.Redis,
+) -> None:
+    leader = LeaderService(client, NAMES)
+    leader.start()
+    resets: list[int] = []  # the store's index when the owner was told to forget
+    replica = LogReplica(
+        client, NAMES, on_reset=lambda: resets.append(replica.store.latest_index())
+    )
+    first = register(leader, "before")
+    replica.load()
+    replica.doze(woken_by(b'"wake-me"'))
+    last = max(register(leader, f"job-{i}") for i in range(5))
+    assert replica.catch_up_to(last, timeout_s=10)
+    # Read up to the last entry, none of them applied.
+    assert replica.index == last and replica.store.latest_index() == first
+    assert replica.dozing() and [j.id for j in replica.store.jobs()] == ["before"]
+    woke = register(leader, "wake-me")
+    assert replica.catch_up_to(woke, timeout_s=10)
+    assert not replica.dozing() and replica.rewinds == 1 and resets == [first]
+    assert replica.store.latest_index() == woke == leader.store.latest_index()
+    fresh = LogReplica(client, NAMES)
+    fresh.load()
+    assert sorted(j.id for j in replica.store.jobs()) == sorted(j.id for j in fresh.store.jobs())
+    assert len(list(replica.store.jobs())) == 7
+    # Awake, it applies as it did before dozing.
+    after = register(leader, "after")
+    assert replica.catch_up_to(after, timeout_s=10) and replica.store.job("default", "after")
+
+
+def test_a_wake_from_another_thread_rebuilds_from_the_snapshot_of_a_trimmed_log(
+    client: redis.Redis,
+) -> None:
+    """The log may be trimmed while a replica dozes: it wakes from the latest snapshot."""
+    leader = LeaderService(client, NAMES, snapshot_policy=SnapshotPolicy(keep_tail=0))
+    leader.start()
+    replica = LogReplica(client, NAMES)
+    replica.load()
+    replica.doze(woken_by(b"never there"))
+    stop, thread = tail(replica, 0.0)
+    try:
+        for i in range(6):
+            register(leader, f"job-{i}")
+        writer = leader.snapshot_writer
+        written = writer.write(leader.store.snapshot(), leader.applied, leader.stats.term)
+        assert written.ok and written.trimmed > 0
+        last = register(leader, "last")
+        wait_for(lambda: replica.index == last)
+        assert replica.dozing() and list(replica.store.jobs()) == []
+        replica.doze(woken_by(b"ignored"))  # dozing already: nothing changes
+        replica.wake()
+        wait_for(lambda: not replica.dozing())
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert replica.rewinds == 1 and replica.snapshot_loads == 1
+    assert replica.store.latest_index() == last
+    assert sorted(j.id for j in replica.store.jobs()) == sorted(
+        [f"job-{i}" for i in range(6)] + ["last"]
+    )

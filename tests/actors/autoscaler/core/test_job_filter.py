@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
-from actors.autoscaler.core.job_filter import wants_job
+from actors.autoscaler.core.job_filter import may_bring_policy, wants_job
 from contracts import Job, Resources, Task, TaskGroup
 from contracts.codec import to_wire
-from contracts.scaling import ScalingPolicy
-from contracts.state_log import UpsertJob
+from contracts.scaling import ScalingEvent, ScalingPolicy
+from contracts.state_log import (
+    GroupScalingEvent,
+    JobImage,
+    LogEntry,
+    RestoreJobs,
+    UpsertJob,
+    encode_entry,
+)
 
 TASK = Task("t", "mock", {}, resources=Resources(100, 64))
 
@@ -55,8 +63,22 @@ def test_bad_shapes_are_read_whole_for_the_decoder_to_name_the_field() -> None:
 
 
 def test_a_registration_with_scaling_events_is_read_whole() -> None:
-    from contracts.scaling import ScalingEvent
-    from contracts.state_log import GroupScalingEvent
-
     events = (GroupScalingEvent("a", ScalingEvent(time=1, message="scaled")),)
     assert wants_job(change(job(), scaling_events=events, keep_version=True), nobody)
+
+
+def encoded(change: Any) -> bytes:
+    return encode_entry(LogEntry(7, 1, change))
+
+
+def test_a_dozing_autoscaler_wakes_for_a_scaling_block_and_for_nothing_else() -> None:
+    with_policy = job(scaling=ScalingPolicy(min=1, max=3))
+    assert may_bring_policy(encoded(UpsertJob(with_policy)))
+    assert may_bring_policy(encoded(RestoreJobs((JobImage(with_policy, (with_policy,), ()),))))
+    assert not may_bring_policy(encoded(UpsertJob(job())))
+    assert not may_bring_policy(encoded(UpsertJob(job(type="system"))))
+    # A meta value named so is a string; scaling events are another key.
+    meta = dataclasses.replace(job(), meta={"Scaling": "on"})
+    assert not may_bring_policy(encoded(UpsertJob(meta)))
+    events = (GroupScalingEvent("a", ScalingEvent(time=1, message="scaled")),)
+    assert not may_bring_policy(encoded(UpsertJob(job(), scaling_events=events)))
