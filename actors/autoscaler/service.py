@@ -78,6 +78,7 @@ log = logging.getLogger(__name__)
 USAGE_READ_COUNT = 512
 LOG_LINGER_S = 0.05  # after a log read that brought entries, before the next
 PRUNE_EVERY_S = 30.0
+DOZE_AFTER_S = 30.0  # the replica dozes again no sooner after a wake-up (_doze_or_wake)
 
 
 class AutoscalerService:
@@ -154,6 +155,8 @@ class AutoscalerService:
         self._usage_block_ms = usage_block_ms
         self._backfill_s = backfill_s
         self._next_prune = 0.0
+        self._rewinds_seen = 0  # the replica's wake-ups (rebuilds), as of the last turn
+        self._woke_at: float | None = None  # when a turn first saw the latest one
         self.stats: dict[str, int] = {
             "policies": 0,
             "evaluated_policies": 0,
@@ -225,13 +228,24 @@ class AutoscalerService:
         unread until one may bring a policy (a job with a scaling block), and a policy
         applied or loaded from a file wakes it (runtime/replica.py). In a cluster that does
         not autoscale, following the log was all this actor did: a decode and an apply for
-        every entry, about 4% of drover's CPU under many small jobs."""
+        every entry, about 4% of drover's CPU under many small jobs. A wake-up rebuilds the
+        store, so the replica dozes again only DOZE_AFTER_S after one: at most one rebuild in
+        that time, whatever woke it (a policy deleted and applied again, a driver config
+        that merely looks like a scaling block)."""
         with self.lock:
-            idle = len(self.registry) == 0
-        if idle:
-            self.replica.doze(may_bring_policy)
-        else:
-            self.replica.wake()
+            empty = len(self.registry) == 0
+        replica = self.replica
+        if not empty:
+            if replica.dozing() and not replica.waking():
+                log.info("autoscaler: a policy to run; its log replica wakes (rebuilt)")
+            replica.wake()
+            return
+        now = self.clock()
+        if replica.rewinds != self._rewinds_seen:
+            self._rewinds_seen, self._woke_at = replica.rewinds, now
+        if not replica.dozing() and (self._woke_at is None or now - self._woke_at >= DOZE_AFTER_S):
+            log.info("autoscaler: no policy; its log replica dozes until one comes")
+            replica.doze(may_bring_policy)
 
     # -- policies --------------------------------------------------------------------------------
 

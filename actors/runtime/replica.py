@@ -150,6 +150,10 @@ class LogReplica:
         """Whether the store is stale: dozing, or waking and not yet rebuilt."""
         return self._sniff is not None or self._wake_asked or self._rewinding
 
+    def waking(self) -> bool:
+        """Whether a wake-up was asked or is under way (the store not yet rebuilt)."""
+        return self._wake_asked or self._rewinding
+
     def _pass_over(self, rows: Sequence[tuple[Any, dict[bytes, bytes]]]) -> int:
         sniff = self._sniff
         for row_id, fields in rows:

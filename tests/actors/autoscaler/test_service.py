@@ -27,7 +27,7 @@ from actors.agent.service import AgentService
 from actors.autoscaler.core.applied import policies_key
 from actors.autoscaler.core.registry import group_policy_id
 from actors.autoscaler.fleet_target import FleetTargets, redis_spec_lookup
-from actors.autoscaler.service import AutoscalerService
+from actors.autoscaler.service import DOZE_AFTER_S, AutoscalerService
 from actors.autoscaler.tracing import EVENT_CHECK, SPAN_EVALUATE, SPAN_SCALE
 from actors.broker.service import BrokerService
 from actors.leader.service import LeaderService
@@ -530,7 +530,8 @@ def test_with_no_policy_the_replica_dozes_and_a_policy_wakes_it(cluster: Cluster
     assert cluster.leader.submit(purge).ok
     evaluate(service, cluster, clock, 1)
     assert service.policy(WEB_ID) is None
-    evaluate(service, cluster, clock, 1)  # the policy gone, the next turn dozes
+    assert not service.replica.dozing()  # it woke (rebuilt) but seconds ago
+    evaluate(service, cluster, clock, DOZE_AFTER_S)
     assert service.replica.dozing()
 
     (view,) = service.apply_policy("sim.hcl", FIXED_SIM_POLICY)  # applied: wakes it too
@@ -541,3 +542,22 @@ def test_with_no_policy_the_replica_dozes_and_a_policy_wakes_it(cluster: Cluster
     assert not service.replica.dozing() and service.replica.rewinds == 2
     assert service.alloc_counts.counts("default", "plain", "api")[0] == 2
     assert service.policy(view["ID"]) is not None
+
+
+def test_a_wake_up_that_brings_no_policy_dozes_again_only_after_a_while(
+    cluster: Cluster,
+) -> None:
+    """Every wake-up rebuilds the store: one that finds no policy (a driver config that
+    only looks like a scaling block) is not followed by another before DOZE_AFTER_S."""
+    clock = Clock()
+    service = new_autoscaler(cluster, clock)
+    evaluate(service, cluster, clock, 1)
+    assert service.replica.dozing()
+    service.replica.wake()  # what a false match does
+    service.replica.catch_up()
+    assert service.replica.rewinds == 1 and len(service.registry) == 0
+    evaluate(service, cluster, clock, 1)  # the turn after a wake-up starts the wait again
+    evaluate(service, cluster, clock, DOZE_AFTER_S - 1)
+    assert not service.replica.dozing()
+    evaluate(service, cluster, clock, 1)
+    assert service.replica.dozing()
