@@ -177,6 +177,10 @@ class LogReplica:
             self._skipped_to = 0
             self.rewinds += 1
             return self.load()
+        except BaseException:  # Redis away mid-way: the next read starts the rebuild over
+            with self._doze_lock:
+                self._wake_asked = True
+            raise
         finally:
             self._rewinding = False
 
@@ -250,9 +254,10 @@ class LogReplica:
         each of them a read of its own."""
         reconnecting = Reconnecting(stop, "log replica")
         while not stop.is_set():
+            read_from = self.index
             try:
-                applied = reconnecting(lambda: self.catch_up(block_ms=block_ms))
+                reconnecting(lambda: self.catch_up(block_ms=block_ms))
             except UNREACHABLE:
                 return  # raised only once stop is set
-            if applied and linger_s:
+            if linger_s and self.index != read_from:  # applied or, dozing, passed over
                 stop.wait(linger_s)

@@ -26,8 +26,8 @@ EMPTY_USAGE = NodeUsage()
 
 # Every placement writes its node's usage, and the first write after a snapshot copies the
 # shard it lands in: whole, with one shard, and once the fleet has run something every node
-# has an entry (5,000 at a time, ~40 us, about once per evaluation on the leader, which
-# snapshots for each run of its local scheduling). 64 shards copy ~80 entries. The table is
+# has an entry (5,000 at a time, ~40 us: on the leader once per run of its local
+# scheduling, on a worker once per evaluation). 64 shards copy ~80 entries. The table is
 # only looked up, never iterated for a decision, so the per-process `hash` (cached on the
 # node id) serves, as for the allocation table (cow.py).
 USAGE_SHARDS = 64

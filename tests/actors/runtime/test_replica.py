@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 
+import pytest
 import redis
 
 from actors.leader.service import LeaderService
@@ -176,3 +177,58 @@ def test_a_wake_from_another_thread_rebuilds_from_the_snapshot_of_a_trimmed_log(
     assert sorted(j.id for j in replica.store.jobs()) == sorted(
         [f"job-{i}" for i in range(6)] + ["last"]
     )
+
+
+def test_a_rebuild_cut_short_starts_over_on_the_next_read(client: redis.Redis) -> None:
+    leader = LeaderService(client, NAMES)
+    leader.start()
+    replica = LogReplica(client, NAMES)
+    replica.load()
+    replica.doze(woken_by(b"never there"))
+    last = max(register(leader, f"job-{i}") for i in range(3))
+    assert replica.catch_up_to(last, timeout_s=10)
+    replica.wake()
+    real_load = replica.load
+
+    def redis_away() -> int:
+        raise redis.ConnectionError("Redis away")
+
+    replica.load = redis_away  # type: ignore[method-assign]
+    with pytest.raises(redis.ConnectionError):
+        replica.catch_up()
+    assert replica.dozing() and replica.waking()  # nothing read from the half-built store
+    replica.load = real_load  # type: ignore[method-assign]
+    replica.catch_up()
+    assert not replica.dozing() and replica.rewinds == 2
+    assert sorted(j.id for j in replica.store.jobs()) == ["job-0", "job-1", "job-2"]
+
+
+def test_a_dozing_tail_lingers_as_an_applying_one_does(client: redis.Redis) -> None:
+    """Entries passed over count as read: after a read that brought some, the tail waits
+    its linger, so that a stream of small jobs costs a dozing follower a read per batch."""
+    leader = LeaderService(client, NAMES)
+    leader.start()
+    replica = LogReplica(client, NAMES)
+    replica.load()
+    replica.doze(woken_by(b"never there"))
+    advanced: list[int] = []
+    real = replica.catch_up
+
+    def counted(block_ms: int | None = None, batch: int = 1000) -> int:
+        before = replica.index
+        applied = real(block_ms, batch)
+        if replica.index != before:
+            advanced.append(replica.index - before)
+        return applied
+
+    replica.catch_up = counted  # type: ignore[method-assign]
+    stop, thread = tail(replica, 2.0)
+    try:
+        first = register(leader, "first")
+        wait_for(lambda: replica.index == first)
+        last = max(register(leader, f"job-{i}") for i in range(9))
+        wait_for(lambda: replica.index == last)
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+    assert replica.dozing() and len(advanced) == 2 and sum(advanced) == last - first + 1
