@@ -108,18 +108,16 @@ class StateStore(JobStatusRefresh, TableReader):
         self._table_index = {}
         self._jobs = CowMap(shards, job_key_hash)
         self._versions = CowMap(shards, job_key_hash)
-        # Node-keyed tables hold thousands of keys, not millions, and are written rarely (a
-        # node's registration, status or holds): one shard, copied whole (tens of
-        # microseconds) on the first write after a snapshot, makes every read a plain dict
-        # lookup on the scheduler's and applier's hottest paths. Node usage, written by
-        # every placement, is sharded (usage.py).
+        # Node-keyed tables hold thousands of keys, not millions: one shard, copied whole
+        # (tens of microseconds) on the first write after a snapshot, makes every read a
+        # plain dict lookup on the scheduler's and applier's hottest paths.
         self._nodes = CowMap(node_shards, str_hash)
         # Looked up several times per allocation by every store, never iterated for a
         # decision: the faster per-process hash (see cow.py). Thousands of shards, so that
         # a write copies little: kept in chunks, so that a snapshot copies little either.
         self._allocs = ChunkedCowMap(alloc_shards, hash)
         self._evals = CowMap(shards, hash)
-        self._usage_table = UsageTable()
+        self._usage_table = UsageTable(node_shards)
         self._usage = self._usage_table.table
         self._scaling = CowMap(shards, job_key_hash)
         self._allocs_by_job = CowMultiMap(shards, job_key_hash)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from actors.state.cow import CowMap, FrozenMap
+from actors.state.cow import CowMap, FrozenMap, str_hash
 from contracts.allocation import Allocation
 from contracts.copying import replacer
 from contracts.resources import AllocatedResources
@@ -24,14 +24,6 @@ class NodeUsage:
 
 EMPTY_USAGE = NodeUsage()
 
-# Every placement writes its node's usage, and the first write after a snapshot copies the
-# shard it lands in: whole, with one shard, and once the fleet has run something every node
-# has an entry (5,000 at a time, ~40 us: on the leader once per run of its local
-# scheduling, on a worker once per evaluation). 64 shards copy ~80 entries. The table is
-# only looked up, never iterated for a decision, so the per-process `hash` (cached on the
-# node id) serves, as for the allocation table (cow.py).
-USAGE_SHARDS = 64
-
 _usage = replacer(NodeUsage, "cpu", "memory_mb", "disk_mb", "device_ids", "alloc_count")
 
 
@@ -49,8 +41,8 @@ class UsageTable:
 
     __slots__ = ("_device_refs", "table")
 
-    def __init__(self, shards: int = USAGE_SHARDS) -> None:
-        self.table: CowMap[str, NodeUsage] = CowMap(shards, hash)
+    def __init__(self, shards: int = 256) -> None:
+        self.table: CowMap[str, NodeUsage] = CowMap(shards, str_hash)
         self._device_refs: dict[tuple[str, str], int] = {}
 
     def get(self, node_id: str) -> NodeUsage:
