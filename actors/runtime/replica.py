@@ -81,7 +81,7 @@ class LogReplica:
         self._wake_asked = False
         self._rewinding = False
         self._skipped_to = 0  # the last entry read while dozing (never applied)
-        self.rewinds = 0  # wake-ups: the store rebuilt from scratch
+        self.rewinds = 0  # wake-ups: rebuilds of the store from scratch begun
 
     @property
     def index(self) -> int:
@@ -105,7 +105,7 @@ class LogReplica:
 
     def apply_rows(self, rows: Sequence[tuple[Any, dict[bytes, bytes]]]) -> int:
         """Apply log rows read by the caller (e.g. in one XREAD with other streams)."""
-        if self._sniff is not None:
+        if self._sniff is not None or self._wake_asked:
             return self._pass_over(rows)
         applied = 0
         committed_ns = 0
