@@ -148,7 +148,7 @@ class LogReplica:
 
     def dozing(self) -> bool:
         """Whether the store is stale: dozing, or waking and not yet rebuilt."""
-        return self._sniff is not None or self._wake_asked or self._rewinding
+        return self._sniff is not None or self.waking()
 
     def waking(self) -> bool:
         """Whether a wake-up was asked or is under way (the store not yet rebuilt)."""

@@ -77,6 +77,12 @@ job "web" {{
 """
 
 
+def plain_hcl() -> str:
+    """web_hcl's job as "plain", without its scaling block."""
+    plain = web_hcl().replace('job "web"', 'job "plain"')
+    return plain[: plain.index("scaling")] + plain[plain.index("task ") :]
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = time.time()
@@ -424,8 +430,7 @@ def test_jobs_without_policies_are_not_held_and_a_policy_added_later_is_taken_up
 ) -> None:
     clock = Clock()
     service = new_autoscaler(cluster, clock)
-    plain = web_hcl().replace('job "web"', 'job "plain"')
-    plain = plain[: plain.index("scaling")] + plain[plain.index("task ") :]
+    plain = plain_hcl()
     cluster.run_job(plain)
     system = plain.replace('job "plain" {', 'job "sys" {\n  type = "system"')
     cluster.run_job(system)
@@ -510,8 +515,7 @@ def test_with_no_policy_the_replica_dozes_and_a_policy_wakes_it(cluster: Cluster
     service = new_autoscaler(cluster, clock)
     evaluate(service, cluster, clock, 1)
     assert service.replica.dozing()
-    plain = web_hcl().replace('job "web"', 'job "plain"')
-    plain = plain[: plain.index("scaling")] + plain[plain.index("task ") :]
+    plain = plain_hcl()
     cluster.run_job(plain)
     cluster.wait_running(2, "plain")
     evaluate(service, cluster, clock, 1)
