@@ -29,11 +29,12 @@ process's CPU over the phase (window and drain) in percent of one core; `cpu_ms_
 the same CPU in milliseconds per evaluation scheduled, per process and in all (`drover`: all
 but the load process); `cpu_over_load`: each process's CPU, and drover's, over the load
 process's (a yardstick that moves with the machine's speed: compare builds by it);
-`system`: the actors' counters over the phase, with `snapshots` and `snapshot_ms` (the
-latest one's write, encoding included) when the leader wrote a snapshot in it: it encodes
-the whole state on its own process, so a phase with one pays for it (`--snapshot-every`
-moves them); `machine_ms`: how fast the machine ran plain Python when the phase ended
-(bench/gauge.py: compare A/B pairs whose readings agree).
+`system`: the actors' counters over the phase, with `snapshots`, `snapshot_ms` (the latest
+one's write, encoding included) and `snapshot_fork_ms` (the leader loop's pause to fork its
+writer) when the leader wrote a snapshot in it (`--snapshot-every` moves them;
+`--snapshot-writer thread` writes them on a thread of the leader's process instead, which
+shares the loop's interpreter lock); `machine_ms`: how fast the machine ran plain Python
+when the phase ended (bench/gauge.py: compare A/B pairs whose readings agree).
 """
 
 from __future__ import annotations
@@ -490,6 +491,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=SnapshotPolicy().every_entries,
         help="log entries between the leader's snapshots (the agent's -snapshot-every)",
     )
+    parser.add_argument(
+        "--snapshot-writer",
+        choices=("fork", "thread"),
+        default="fork",
+        help="who encodes and writes a snapshot: a forked child (the system's) or a thread of "
+        "the leader's process (actors/leader/snapshots.py)",
+    )
     args = parser.parse_args(argv)
     if _jobs(args) > holds(args.nodes):
         parser.error(f"{args.nodes} nodes hold {holds(args.nodes)} jobs, not {_jobs(args)}")
@@ -510,6 +518,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
         "tracing": args.tracing,
         "leader_schedules": args.leader_schedules,
         "snapshot_every": args.snapshot_every,
+        "snapshot_writer": args.snapshot_writer,
     }
     phases: list[tuple[Any, ...]] = [("idle", args.idle)] if args.idle else []
     phases += [("rate", r, round(r * args.seconds), args.seconds, args.drain) for r in args.rates]
@@ -525,7 +534,9 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
         http_addr="127.0.0.1:0",
         tracing=args.tracing == "on",
         leader_schedules=args.leader_schedules == "on",
-        snapshot_policy=SnapshotPolicy(every_entries=args.snapshot_every),
+        snapshot_policy=SnapshotPolicy(
+            every_entries=args.snapshot_every, fork=args.snapshot_writer == "fork"
+        ),
     )
     context = multiprocessing.get_context("spawn")  # never fork a process that runs Ray
     ours, theirs = context.Pipe()
@@ -546,7 +557,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
             for command in phases:
                 cpu_before = {role: sum(map(cpu_seconds, ids)) for role, ids in pids.items()}
                 counters_before = actor_counters(system)
-                snapshots_before, _ = snapshot_written(system)
+                snapshots_before, _, _ = snapshot_written(system)
                 commands_before = redis_commands(system)
                 phase_started = time.monotonic()
                 ours.send(command)
@@ -560,10 +571,11 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 counters = {k: v - counters_before[k] for k, v in actor_counters(system).items()}
                 evals = counters["worker_evals"] + counters["leader_evals"]
                 commands = calls_per_eval(redis_commands(system), commands_before, evals)
-                snapshots, snapshot_s = snapshot_written(system)
+                snapshots, snapshot_s, fork_ms = snapshot_written(system)
                 if snapshots > snapshots_before:
                     counters |= {"snapshots": snapshots - snapshots_before}
                     counters |= {"snapshot_ms": round(snapshot_s * 1000)}
+                    counters |= {"snapshot_fork_ms": fork_ms}
                 yield (
                     common
                     | figures

@@ -14,13 +14,14 @@ from launch.system import DroverSystem
 
 
 def cpu_seconds(pid: int) -> float:
-    """The process's CPU time (user + system) so far; 0 where /proc cannot tell."""
+    """The process's CPU time (user + system) so far, with that of its children it reaped
+    (the leader's forked snapshot writers); 0 where /proc cannot tell."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(int(ticks) for ticks in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
 def cpu_per_eval(cpu_s: dict[str, float], evals: int) -> dict[str, float] | None:
@@ -78,11 +79,11 @@ def actor_counters(system: DroverSystem) -> dict[str, int]:
     return counts | {"broker_deliveries": delivered}
 
 
-def snapshot_written(system: DroverSystem) -> tuple[int, float]:
-    """The leader's snapshots so far, and the latest one's seconds (encoding included): it
-    encodes the whole state on the leader's process, so a phase with one pays for it."""
+def snapshot_written(system: DroverSystem) -> tuple[int, float, float]:
+    """The leader's snapshots so far, the latest one's seconds (encoding included) and the
+    loop's pause to fork its writer (ms; 0 for one written by a thread)."""
     stats = ray.get(system.leader.snapshot_stats.remote())
-    return int(stats["written"]), float(stats["seconds"])
+    return int(stats["written"]), float(stats["seconds"]), float(stats["fork_ms"])
 
 
 def redis_commands(system: DroverSystem) -> dict[str, int]:

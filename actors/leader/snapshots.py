@@ -2,20 +2,27 @@
 to Redis and the log before it is trimmed, keeping a tail for followers that lag.
 
 The loop thread takes a point-in-time view of the store (copy-on-write: O(shards), the loop
-goes on writing) and the requests applied up to it; a background thread encodes the chunks
-and writes them (runtime/snapshots.py), so a snapshot of a million allocations never holds
-the loop. One snapshot is written at a time; a due one waits for the previous to finish.
-The switch is fenced by the term: a deposed leader's snapshot never becomes the latest.
+goes on writing) and the requests applied up to it, and a forked child process encodes the
+chunks and writes them (runtime/snapshots.py), so a snapshot of a million allocations never
+holds the loop: not even its interpreter lock, which a background thread of the leader's
+own shared with the loop for the seconds the encoding takes (runtime/forked.py). A thread of
+the leader's waits for the child and records the outcome. Where fork() is missing (or
+`SnapshotPolicy.fork` is off) that thread does the writing itself. One snapshot is written
+at a time; a due one waits for the previous to finish. The switch is fenced by the term: a
+deposed leader's snapshot never becomes the latest.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+from actors.process_settings import lower_thread_priority
+from actors.runtime import forked
 from actors.runtime.snapshots import SnapshotStore, SwitchOutcome
 from actors.state import StateSnapshot
 from actors.state.image import image_entries
@@ -23,6 +30,8 @@ from contracts.snapshot import SnapshotHeader
 from contracts.state_log import encode_entry
 
 log = logging.getLogger(__name__)
+
+WRITER_NICENESS = 10  # a forked writer's nice value (CFS gives it ~1/10 of a contended core)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +42,7 @@ class SnapshotPolicy:
     every_bytes: int = 256 * 2**20  # ...or bytes appended to the log since then
     keep_tail: int = 10_000  # entries kept before a snapshot's index, for lagging followers
     enabled: bool = True
+    fork: bool = True  # written by a forked child (off: by a thread of the leader's)
 
     def __post_init__(self) -> None:
         for name in ("every_entries", "every_bytes"):
@@ -50,6 +60,7 @@ class SnapshotStats:
     chunks: int = 0
     bytes: int = 0
     seconds: float = 0.0  # the latest write, encoding included
+    fork_ms: float = 0.0  # the loop's pause to fork the latest one's writer (0: a thread)
     trimmed: int = 0  # log entries trimmed, in all
     last_error: str = field(default="")
 
@@ -82,14 +93,20 @@ class SnapshotWriter:
     def start(
         self, state: StateSnapshot, requests: Mapping[str, int], term: int, appended_bytes: int
     ) -> None:
-        """Write a snapshot of `state` in the background (the loop thread calls this)."""
+        """Write a snapshot of `state` in the background (the loop thread calls this, with
+        `requests` standing at `state`'s index: a forked writer sees them as they are now)."""
         self._bytes_at_last = appended_bytes
-        self.stats.index = state.latest_index()  # not due again until the next interval
+        index = self.stats.index = state.latest_index()  # not due again until the next interval
+        if self.policy.fork and forked.supported():
+            started = time.perf_counter()
+            child = forked.start(lambda: self._write_in_child(state, requests, term))
+            self.stats.fork_ms = round((time.perf_counter() - started) * 1000, 2)
+            target, args = self._await_child, (child, index)
+        else:
+            self.stats.fork_ms = 0.0
+            target, args = self._write_logged, (state, dict(requests), term)
         self._thread = threading.Thread(
-            target=self._write_logged,
-            args=(state, dict(requests), term),
-            name="leader-snapshot",
-            daemon=True,
+            target=target, args=args, name="leader-snapshot", daemon=True
         )
         self._thread.start()
 
@@ -102,44 +119,98 @@ class SnapshotWriter:
 
     def _write_logged(self, state: StateSnapshot, requests: dict[str, int], term: int) -> None:
         try:
-            outcome = self.write(state, requests, term)
-            if not outcome.ok:
-                log.warning("snapshot at %d not switched: %s", state.latest_index(), outcome.reason)
+            self.write(state, requests, term)
         except Exception as exc:  # Redis away: the next interval tries again
-            self.stats.failed += 1
-            self.stats.last_error = f"{type(exc).__name__}: {exc}"
-            log.warning("writing the snapshot at %d failed: %s", state.latest_index(), exc)
+            self._failed(state.latest_index(), f"{type(exc).__name__}: {exc}")
+
+    def _write_in_child(
+        self, state: StateSnapshot, requests: Mapping[str, int], term: int
+    ) -> dict[str, object]:
+        """The forked child's work: its own connection, and what the parent records. It runs
+        at a lower priority: the snapshot can wait, the loop and its peers should not (on
+        a busy machine it takes the cores' idle time)."""
+        lower_thread_priority(WRITER_NICENESS)
+        store = SnapshotStore(forked.fresh_client(self.snapshots.client), self.snapshots.names)
+        written = _write(store, state, requests, term, self.policy.keep_tail, forked.ensure_parent)
+        return dataclasses.asdict(written)
+
+    def _await_child(self, child: forked.ForkedChild, index: int) -> None:
+        outcome = child.wait()
+        if not outcome.ok:
+            self._failed(index, outcome.error)
+            return
+        result = dict(outcome.result)
+        switched = SwitchOutcome(**result.pop("outcome"))
+        self._record(Written(switched, **result))
 
     def write(self, state: StateSnapshot, requests: Mapping[str, int], term: int) -> SwitchOutcome:
         """Write a snapshot of `state` now, on the caller's thread."""
-        started = time.monotonic()
-        index = state.latest_index()
-        written = [0, 0]  # chunks, bytes
+        written = _write(self.snapshots, state, requests, term, self.policy.keep_tail)
+        self._record(written)
+        return written.outcome
 
-        def chunks() -> Iterator[bytes]:
-            for entry in image_entries(state, term):
-                raw = encode_entry(entry)
-                written[0] += 1
-                written[1] += len(raw)
-                yield raw
+    def _record(self, written: Written) -> None:
+        outcome = written.outcome
+        if not outcome.ok:
+            self._failed(written.index, outcome.reason, switched=True)
+            return
+        stats = self.stats
+        stats.written += 1
+        stats.index = max(stats.index, written.index)
+        stats.chunks, stats.bytes = written.chunks, written.bytes
+        stats.seconds = written.seconds
+        stats.trimmed += outcome.trimmed
 
-        header = SnapshotHeader(
-            index=index,
-            term=term,
-            chunks=0,
-            table_index=state.table_indexes(),
-            requests={rid: at for rid, at in requests.items() if at <= index},
-            written_ns=time.time_ns(),
-        )
-        outcome = self.snapshots.write(header, chunks(), index - self.policy.keep_tail + 1)
-        if outcome.ok:
-            stats = self.stats
-            stats.written += 1
-            stats.index = max(stats.index, index)
-            stats.chunks, stats.bytes = written
-            stats.seconds = round(time.monotonic() - started, 3)
-            stats.trimmed += outcome.trimmed
-        else:
-            self.stats.failed += 1
-            self.stats.last_error = outcome.reason
-        return outcome
+    def _failed(self, index: int, reason: str, *, switched: bool = False) -> None:
+        self.stats.failed += 1
+        self.stats.last_error = reason
+        if switched:
+            log.warning("snapshot at %d not switched: %s", index, reason)
+        else:  # Redis away, or the child failed: the next interval tries again
+            log.warning("writing the snapshot at %d failed: %s", index, reason)
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A snapshot write's outcome and size (what a forked writer reports to its parent)."""
+
+    outcome: SwitchOutcome
+    index: int
+    chunks: int
+    bytes: int
+    seconds: float
+
+
+def _write(
+    store: SnapshotStore,
+    state: StateSnapshot,
+    requests: Mapping[str, int],
+    term: int,
+    keep_tail: int,
+    between_chunks: Callable[[], None] = lambda: None,
+) -> Written:
+    """Encode `state` and write it to `store` as the latest snapshot, trimming the log
+    before `keep_tail` entries under its index."""
+    started = time.monotonic()
+    index = state.latest_index()
+    written = [0, 0]  # chunks, bytes
+
+    def chunks() -> Iterator[bytes]:
+        for entry in image_entries(state, term):
+            between_chunks()
+            raw = encode_entry(entry)
+            written[0] += 1
+            written[1] += len(raw)
+            yield raw
+
+    header = SnapshotHeader(
+        index=index,
+        term=term,
+        chunks=0,
+        table_index=state.table_indexes(),
+        requests={rid: at for rid, at in requests.items() if at <= index},
+        written_ns=time.time_ns(),
+    )
+    outcome = store.write(header, chunks(), index - keep_tail + 1)
+    seconds = round(time.monotonic() - started, 3)
+    return Written(outcome, index, written[0], written[1], seconds)

@@ -23,6 +23,8 @@ import redis
 import launch.system
 from actors.agent.core import FleetSpec
 from actors.leader.service import STALE_TOKEN
+from actors.leader.snapshots import SnapshotPolicy
+from actors.runtime.snapshots import SnapshotStore
 from actors.streams import StreamBus
 from actors.streams.client import connect
 from actors.streams.envelope import BadMessage, decode_message, registry_of
@@ -42,6 +44,8 @@ from contracts import (
 from contracts.messages import DeadLetter, EvalAck, EvalDelivery, PlanResponse
 from launch.system import DroverClient, DroverSystem, SystemConfig
 
+SNAPSHOT_EVERY = 40
+
 
 def fleet(name: str, count: int, pool: str, cpu: int = 4000, mem: int = 8192) -> FleetSpec:
     return FleetSpec(
@@ -59,6 +63,9 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DroverSystem]:
         heartbeat_ttl_s=3.0,
         heartbeat_s=0.5,
         nack_timeout_s=3.0,
+        # Snapshots come often (a forked child of the leader's Ray process writes each),
+        # so that the scenarios run, and the leader restarts, across them.
+        snapshot_policy=SnapshotPolicy(every_entries=SNAPSHOT_EVERY),
     )
     with DroverSystem(config) as running:
         yield running
@@ -359,6 +366,33 @@ def test_leader_restart_resumes_without_loss_or_duplicates(
     allocs = client.wait_for_allocs("post-restart", count=4, timeout_s=60)
     assert sorted(a.name for a in allocs) == [f"post-restart.g[{i}]" for i in range(4)]
     assert overcommitted(system) == []
+
+
+def test_the_leaders_snapshots_are_written_by_a_forked_child(
+    system: DroverSystem, client: DroverClient, store: redis.Redis
+) -> None:
+    before = ray.get(system.leader.snapshot_stats.remote())
+
+    def written() -> dict[str, Any] | None:
+        stats = ray.get(system.leader.snapshot_stats.remote())
+        return stats if stats["written"] > before["written"] else None
+
+    jobs = []
+    while written() is None and len(jobs) < SNAPSHOT_EVERY:  # each adds a few entries
+        jobs.append(f"snap-{len(jobs)}")
+        client.run_job(job(jobs[-1], 2, "crowd", cpu=100, mem=64))
+        client.wait_for_allocs(jobs[-1], count=2, timeout_s=30)
+    stats = wait_until(written, what="a snapshot written")
+    assert stats["failed"] == before["failed"], stats["last_error"]
+    assert stats["fork_ms"] > 0
+    names = StreamNames(system.config.prefix)
+    assert SnapshotStore(store, names).latest_index() >= stats["index"] > before["index"]
+    # The leader went on: a job after the snapshot is placed.
+    jobs.append("snap-after")
+    client.run_job(job("snap-after", 2, "crowd", cpu=100, mem=64))
+    assert len(client.wait_for_allocs("snap-after", count=2, timeout_s=30)) == 2
+    for job_id in jobs:
+        client.stop_job(job_id, purge=True)
 
 
 def test_ray_workers_keep_the_drivers_pythonpath_after_the_project(

@@ -14,7 +14,7 @@ import redis
 
 from actors.broker.service import BrokerService
 from actors.leader.service import LeaderService
-from actors.leader.snapshots import SnapshotPolicy
+from actors.leader.snapshots import SnapshotPolicy, SnapshotWriter
 from actors.runtime.replica import LogReplica
 from actors.runtime.snapshots import SnapshotStore
 from actors.state.job_scoped import JobScopedStore
@@ -112,6 +112,44 @@ def test_snapshots_are_written_as_the_log_grows_and_the_log_stays_bounded(
     assert client.xlen(NAMES.log) <= policy.every_entries + policy.keep_tail + 2
     # Only the latest snapshot's list is kept.
     assert len(list(client.scan_iter(NAMES.snapshot_data("*")))) == 1
+    halt()
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_a_background_snapshot_is_written_by_a_forked_child_or_a_thread(
+    client: redis.Redis, run_in_thread: Callable[[Any], Callable[[], None]], fork: bool
+) -> None:
+    policy = SnapshotPolicy(every_entries=4, keep_tail=0, fork=fork)
+    leader, halt = started(client, run_in_thread, snapshot_policy=policy)
+    for i in range(6):
+        register(leader, f"j{i}")
+    writer = leader.snapshot_writer
+    assert writer.wait(30)
+    assert writer.stats.written >= 1 and writer.stats.failed == 0
+    assert (writer.stats.fork_ms > 0) is fork
+    assert writer.stats.index == SnapshotStore(client, NAMES).latest_index() > 0
+    assert writer.stats.chunks > 0 and writer.stats.bytes > 0
+    want = sorted(j.id for j in leader.store.jobs())
+    halt()
+    again, halt = started(client, run_in_thread, snapshot_policy=policy)
+    assert sorted(j.id for j in again.store.jobs()) == want == [f"j{i}" for i in range(6)]
+    halt()
+
+
+def test_a_forked_writer_that_fails_is_counted_and_the_next_interval_tries_again(
+    client: redis.Redis, run_in_thread: Callable[[Any], Callable[[], None]], tmp_path: Any
+) -> None:
+    leader, halt = started(client, run_in_thread)
+    register(leader, "a")
+    writer = SnapshotWriter(
+        SnapshotStore(redis.Redis(unix_socket_path=str(tmp_path / "gone.sock")), NAMES),
+        SnapshotPolicy(every_entries=1),
+    )
+    writer.start(leader.store.snapshot(), {}, leader.stats.term, 0)
+    assert writer.wait(30)
+    assert writer.stats.written == 0 and writer.stats.failed == 1
+    assert writer.stats.last_error.startswith("ConnectionError")
+    assert writer.due(leader.store.latest_index() + 1, 0)
     halt()
 
 
