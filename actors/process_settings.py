@@ -25,12 +25,15 @@ sweeps cost O(1) amortised per object.
 from __future__ import annotations
 
 import gc
+import logging
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+
+log = logging.getLogger(__name__)
 
 GC_THRESHOLDS = (50_000, 20, 20)
 # Every actor has threads that wait on Redis (a log follower, a reply reader, the HTTP
@@ -53,6 +56,8 @@ SWEEP_FLOOR = 250_000
 # Idle means no state applied for this long (a loop's idle turn alone can fall between two
 # evaluations of a busy run, and a run of small batches may freeze nothing for a while).
 QUIET_S = 1.0
+# A sweep this long is logged as a warning: the process did nothing else meanwhile.
+SLOW_SWEEP_S = 0.25
 
 
 class HeapPacer:
@@ -86,6 +91,8 @@ class HeapPacer:
         self.frozen_since_sweep = 0
         self.freezes = 0
         self.sweeps = 0
+        self.sweep_s = 0.0  # in all
+        self.last_sweep_s = 0.0
 
     def after_state_applied(self) -> None:
         """Call after applying a batch of state changes (a log read, a committed plan)."""
@@ -118,12 +125,24 @@ class HeapPacer:
     def sweep(self) -> int:
         """Collect everything, frozen objects included, then freeze what survived (at start,
         after loading state, and as the frozen heap grows). Returns the objects collected."""
+        started, cpu = time.perf_counter(), time.thread_time()
         gc.unfreeze()
         collected = gc.collect()
         gc.freeze()
         self.swept_size = gc.get_freeze_count()
         self.frozen_since_sweep = 0
         self.sweeps += 1
+        self.last_sweep_s = time.perf_counter() - started
+        self.sweep_s += self.last_sweep_s
+        log.log(
+            logging.WARNING if self.last_sweep_s >= SLOW_SWEEP_S else logging.DEBUG,
+            "heap sweep %d: %d objects kept, %d collected, %.3f s (%.3f s CPU)",
+            self.sweeps,
+            self.swept_size,
+            collected,
+            self.last_sweep_s,
+            time.thread_time() - cpu,
+        )
         return collected
 
 

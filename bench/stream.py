@@ -75,6 +75,7 @@ from bench.stream_accounting import (
     cpu_over_load,
     cpu_per_eval,
     cpu_seconds,
+    heap_sweep_ms,
     process_ids,
     redis_commands,
     snapshot_written,
@@ -557,6 +558,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
             for command in phases:
                 cpu_before = {role: sum(map(cpu_seconds, ids)) for role, ids in pids.items()}
                 counters_before = actor_counters(system)
+                sweeps_before = heap_sweep_ms(system)
                 snapshots_before, _, _ = snapshot_written(system)
                 commands_before = redis_commands(system)
                 phase_started = time.monotonic()
@@ -571,6 +573,9 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 counters = {k: v - counters_before[k] for k, v in actor_counters(system).items()}
                 evals = counters["worker_evals"] + counters["leader_evals"]
                 commands = calls_per_eval(redis_commands(system), commands_before, evals)
+                swept = {k: v - sweeps_before[k] for k, v in heap_sweep_ms(system).items()}
+                if any(swept.values()):
+                    counters |= {"heap_sweep_ms": {k: v for k, v in swept.items() if v}}
                 snapshots, snapshot_s, fork_ms = snapshot_written(system)
                 if snapshots > snapshots_before:
                     counters |= {"snapshots": snapshots - snapshots_before}

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any, Protocol
 
-from actors.process_settings import pace_heap
+from actors.process_settings import HEAP, pace_heap
 from actors.runtime.replica import LogReplica
 from contracts.codec import fast_path_fallbacks
 from observability import Telemetry, configure
@@ -73,6 +73,10 @@ class ServiceShell:
             # How far behind the leader this actor's replica reads (its newest entry's age
             # when applied): the first thing to look at when a follower falls behind.
             out["replica_lag_ms"] = round(replica.lag_ns / 1e6, 1)
+        # Sweeps of the frozen heap (process_settings.py): the process does nothing else
+        # while one runs.
+        out["heap_sweeps"] = HEAP.sweeps
+        out["heap_sweep_ms"] = round(HEAP.sweep_s * 1000)
         return out
 
     def shutdown(self) -> dict[str, ExportStats]:
