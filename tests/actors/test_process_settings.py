@@ -14,6 +14,7 @@ import pytest
 
 from actors.process_settings import (
     HEAP,
+    MAX_SWEEP_SPACING,
     SWITCH_INTERVAL_S,
     HeapPacer,
     lower_thread_priority,
@@ -104,7 +105,9 @@ def test_a_frozen_cycle_survives_collections_until_a_sweep() -> None:
 def test_idle_sweep_waits_for_quiet_and_for_growth() -> None:
     gc.disable()
     clock = Clock()
-    pacer = HeapPacer(freeze_young=100, floor=1_000, idle_growth=0.25, quiet_s=1.0, clock=clock)
+    pacer = HeapPacer(
+        freeze_young=100, floor=1_000, idle_growth=0.25, backoff=1, quiet_s=1.0, clock=clock
+    )
     pacer.sweep()
     pacer.swept_size = 1_000  # pretend the heap is tiny, for round numbers
     ref = _cycle()
@@ -129,7 +132,9 @@ def test_small_batches_that_freeze_nothing_still_keep_the_sweep_off() -> None:
     the whole heap) runs until the batches stop for `quiet_s`."""
     gc.disable()
     clock = Clock()
-    pacer = HeapPacer(freeze_young=100, floor=1_000, idle_growth=0.25, quiet_s=1.0, clock=clock)
+    pacer = HeapPacer(
+        freeze_young=100, floor=1_000, idle_growth=0.25, backoff=1, quiet_s=1.0, clock=clock
+    )
     pacer.sweep()
     pacer.swept_size = 1_000
     kept = _young(500)
@@ -147,7 +152,7 @@ def test_small_batches_that_freeze_nothing_still_keep_the_sweep_off() -> None:
 
 def test_a_busy_process_sweeps_at_the_busy_growth() -> None:
     gc.disable()
-    pacer = HeapPacer(freeze_young=100, floor=1_000, busy_growth=2.0)
+    pacer = HeapPacer(freeze_young=100, floor=1_000, busy_growth=2.0, backoff=1)
     pacer.sweep()
     pacer.swept_size = 1_000
     ref = _cycle()
@@ -158,6 +163,42 @@ def test_a_busy_process_sweeps_at_the_busy_growth() -> None:
     pacer.after_state_applied()  # 2,100: over, and no idle turn needed
     assert pacer.sweeps == 2 and ref() is None
     assert len(kept) == 2_100
+
+
+def test_a_sweep_that_finds_nothing_spaces_the_next_one_out() -> None:
+    gc.disable()
+    pacer = HeapPacer(freeze_young=100, floor=1_000, busy_growth=2.0, backoff=4)
+    assert pacer.sweep() < 10 and pacer.spacing == 4  # the fixture collected everything
+    pacer.swept_size = 1_000
+    kept = _young(2_500)
+    pacer.after_state_applied()  # over 2 x 1,000, but not over 4 x 2 x 1,000
+    assert pacer.sweeps == 1
+    kept += _young(6_000)
+    pacer.after_state_applied()  # 8,500 frozen since: over 8,000
+    assert pacer.sweeps == 2 and pacer.spacing == 16  # nothing found again
+    assert len(kept) == 8_500
+
+
+def test_a_sweep_that_finds_garbage_brings_the_pace_back() -> None:
+    gc.disable()
+    pacer = HeapPacer(freeze_young=100, floor=1_000, backoff=4)
+    pacer.sweep()
+    pacer.sweep()
+    assert pacer.spacing == 16
+    # Cycles leaked into the frozen heap: more than 1% of what the next sweep keeps.
+    refs = [_cycle() for _ in range(gc.get_freeze_count() // 50)]
+    pacer.after_state_applied()
+    collected = pacer.sweep()
+    assert collected >= 2 * len(refs) and all(ref() is None for ref in refs)
+    assert pacer.spacing == 1
+
+
+def test_sweeps_never_space_out_past_the_limit() -> None:
+    gc.disable()
+    pacer = HeapPacer(freeze_young=100, floor=1_000, backoff=4)
+    for _ in range(10):
+        pacer.sweep()
+    assert pacer.spacing == MAX_SWEEP_SPACING
 
 
 def test_paced_heap_turns_pacing_off_and_unfreezes_afterwards() -> None:
