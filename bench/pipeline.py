@@ -43,6 +43,7 @@ from actors.agent.core import FleetSpec
 from bench.core import make_job
 from bench.core import overcommitted as overcommitted_nodes
 from bench.core import run as run_inprocess
+from bench.stream_accounting import heap_sweep_ms
 from contracts import Allocation, Node, NodeStatus
 from launch.system import DroverSystem, SystemConfig
 
@@ -215,6 +216,7 @@ def _summary(runs: list[dict[str, Any]], inprocess_rate: float) -> dict[str, Any
         **{name: max(r[name] for r in runs) for name in WORST},
         "ratio": round(medians["placements_per_s"] / inprocess_rate, 3),
         "runs": [r["placements_per_s"] for r in runs],
+        "heap_sweep_ms": [r["heap_sweep_ms"] for r in runs],  # on the clock, by role
         "expected_placements": runs[0]["expected_placements"],
         "complete": all(r["complete"] for r in runs),
     }
@@ -245,6 +247,7 @@ def _run_system(
             client = system.client()
             leader = system.leader
             expected = jobs * count
+            swept_before = heap_sweep_ms(system)
             started = time.perf_counter()
             client.run_jobs([make_job(i, count) for i in range(jobs)])
             placed = 0
@@ -255,6 +258,7 @@ def _run_system(
                     break
                 time.sleep(0.2)  # polling costs the leader and this process CPU
             seconds = time.perf_counter() - started
+            swept = {k: v - swept_before[k] for k, v in heap_sweep_ms(system).items()}
             # Off the clock: the leader answers a plan once it is durable and applies it to
             # its store just after, so its records may trail the counter for a moment.
             allocs, placed = _settled_allocs(leader)
@@ -282,6 +286,8 @@ def _run_system(
         "rebased_nodes": sum(w["rebased_nodes"] for w in worker_stats),
         **figures,
         "complete": placed >= expected,
+        # Heap sweeps on the clock, by role (process_settings.HeapPacer: each a stall).
+        "heap_sweep_ms": {role: ms for role, ms in swept.items() if ms},
         "problems": problems,
     }
 

@@ -99,16 +99,19 @@ class SnapshotWriter:
         index = self.stats.index = state.latest_index()  # not due again until the next interval
         if self.policy.fork and forked.supported():
             started = time.perf_counter()
-            child = forked.start(lambda: self._write_in_child(state, requests, term))
+            try:
+                child = forked.start(lambda: self._write_in_child(state, requests, term))
+            except OSError as exc:  # not the loop's failure: the next interval tries again
+                self._failed(index, f"forking the writer: {exc}")
+                return
             self.stats.fork_ms = round((time.perf_counter() - started) * 1000, 2)
             target, args = self._await_child, (child, index)
         else:
             self.stats.fork_ms = 0.0
             target, args = self._write_logged, (state, dict(requests), term)
-        self._thread = threading.Thread(
-            target=target, args=args, name="leader-snapshot", daemon=True
-        )
-        self._thread.start()
+        thread = threading.Thread(target=target, args=args, name="leader-snapshot", daemon=True)
+        thread.start()
+        self._thread = thread  # started: `wait` may join it from any thread
 
     def wait(self, timeout_s: float | None = None) -> bool:
         """Wait for a background write; False if it is still running."""

@@ -90,14 +90,20 @@ class ForkedChild:
 def start(work: Callable[[], Mapping[str, Any]]) -> ForkedChild:
     """Fork a child that runs `work` and sends back what it returns (JSON-encodable). Call
     this where the state `work` reads stands as it should be seen: the child sees memory as
-    it is at this call. Costs the parent the fork itself (copying its page tables)."""
+    it is at this call. Costs the parent the fork itself (copying its page tables). Raises
+    OSError if no child could be made."""
     parent = os.getpid()
     read_fd, write_fd = os.pipe()
-    with warnings.catch_warnings():
-        # Python 3.12+ warns of fork() in a threaded process; the child's rules (above) are
-        # what makes it safe.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        pid = os.fork()
+    try:
+        with warnings.catch_warnings():
+            # Python 3.12+ warns of fork() in a threaded process; the child's rules (above)
+            # are what makes it safe.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            pid = os.fork()
+    except OSError:  # no memory or no process left for a child
+        os.close(read_fd)
+        os.close(write_fd)
+        raise
     if pid == 0:  # the child: never returns
         os.close(read_fd)
         _run_child(work, write_fd, parent)

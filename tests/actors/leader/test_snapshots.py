@@ -6,6 +6,8 @@ before the snapshot are answered, never applied twice; a deposed leader's snapsh
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -103,13 +105,22 @@ def test_snapshots_are_written_as_the_log_grows_and_the_log_stays_bounded(
     leader, halt = started(client, run_in_thread, snapshot_policy=policy)
     for i in range(60):
         register(leader, f"j{i}")
+    # A snapshot that fell due while the previous was being written starts with the next
+    # commit after it: one more, once the writer is free.
     assert leader.snapshot_writer.wait(30)
-    stats = leader.snapshot_writer.stats
-    assert stats.written >= 3 and stats.failed == 0
-    assert SnapshotStore(client, NAMES).latest_index() == stats.index
+    register(leader, "last")
     # Everything before the latest snapshot's tail is gone: at most an interval, the tail
     # and what the last batch added are left.
-    assert client.xlen(NAMES.log) <= policy.every_entries + policy.keep_tail + 2
+    bound = policy.every_entries + policy.keep_tail + 2
+    deadline = time.monotonic() + 30
+    while client.xlen(NAMES.log) > bound and time.monotonic() < deadline:
+        leader.snapshot_writer.wait(30)
+        time.sleep(0.01)
+    assert client.xlen(NAMES.log) <= bound
+    assert leader.snapshot_writer.wait(30)
+    stats = leader.snapshot_writer.stats
+    assert stats.written >= 2 and stats.failed == 0
+    assert SnapshotStore(client, NAMES).latest_index() == stats.index
     # Only the latest snapshot's list is kept.
     assert len(list(client.scan_iter(NAMES.snapshot_data("*")))) == 1
     halt()
@@ -150,6 +161,34 @@ def test_a_forked_writer_that_fails_is_counted_and_the_next_interval_tries_again
     assert writer.stats.written == 0 and writer.stats.failed == 1
     assert writer.stats.last_error.startswith("ConnectionError")
     assert writer.due(leader.store.latest_index() + 1, 0)
+    halt()
+
+
+def test_a_writer_that_cannot_fork_counts_a_failure_and_the_loop_goes_on(
+    client: redis.Redis,
+    run_in_thread: Callable[[Any], Callable[[], None]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    leader, halt = started(client, run_in_thread, snapshot_policy=SnapshotPolicy(every_entries=2))
+
+    def no_fork() -> int:
+        raise OSError(12, "Cannot allocate memory")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    for i in range(4):
+        register(leader, f"j{i}")  # each turn with a snapshot due tries to fork
+    stats = leader.snapshot_writer.stats
+    assert stats.failed >= 1 and stats.written == 0
+    assert stats.last_error == "forking the writer: [Errno 12] Cannot allocate memory"
+    assert leader.stats.loop_errors == 0
+    monkeypatch.undo()
+    register(leader, "after-1")  # due again an interval after the failed one
+    register(leader, "after-2")
+    deadline = time.monotonic() + 30
+    while leader.snapshot_writer.stats.written == 0 and time.monotonic() < deadline:
+        leader.snapshot_writer.wait(30)
+        time.sleep(0.01)
+    assert leader.snapshot_writer.stats.written >= 1
     halt()
 
 

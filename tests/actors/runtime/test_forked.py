@@ -12,6 +12,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 import redis
 
 from actors.runtime import forked
@@ -98,6 +99,17 @@ def test_a_child_stops_once_its_parent_is_gone(tmp_path: Path) -> None:
     while _running(child_pid):
         assert time.monotonic() < deadline, f"child {child_pid} outlived its parent"
         time.sleep(0.01)
+
+
+def test_a_fork_that_fails_raises_and_leaves_no_pipe_open(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_fork() -> int:
+        raise OSError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    fds = sorted(os.listdir("/proc/self/fd"))
+    with pytest.raises(OSError, match="Resource temporarily unavailable"):
+        forked.start(lambda: {})
+    assert sorted(os.listdir("/proc/self/fd")) == fds
 
 
 def test_a_fresh_client_has_its_own_pool(client: redis.Redis) -> None:
