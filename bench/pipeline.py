@@ -43,7 +43,7 @@ from actors.agent.core import FleetSpec
 from bench.core import make_job
 from bench.core import overcommitted as overcommitted_nodes
 from bench.core import run as run_inprocess
-from bench.stream_accounting import heap_sweep_ms
+from bench.stream_accounting import heap_sweep_ms, heap_swept_since
 from contracts import Allocation, Node, NodeStatus
 from launch.system import DroverSystem, SystemConfig
 
@@ -258,7 +258,7 @@ def _run_system(
                     break
                 time.sleep(0.2)  # polling costs the leader and this process CPU
             seconds = time.perf_counter() - started
-            swept = {k: v - swept_before[k] for k, v in heap_sweep_ms(system).items()}
+            swept = heap_swept_since(system, swept_before)
             # Off the clock: the leader answers a plan once it is durable and applies it to
             # its store just after, so its records may trail the counter for a moment.
             allocs, placed = _settled_allocs(leader)
@@ -287,7 +287,7 @@ def _run_system(
         **figures,
         "complete": placed >= expected,
         # Heap sweeps on the clock, by role (process_settings.HeapPacer: each a stall).
-        "heap_sweep_ms": {role: ms for role, ms in swept.items() if ms},
+        "heap_sweep_ms": swept,
         "problems": problems,
     }
 

@@ -33,8 +33,10 @@ process's (a yardstick that moves with the machine's speed: compare builds by it
 one's write, encoding included) and `snapshot_fork_ms` (the leader loop's pause to fork its
 writer) when the leader wrote a snapshot in it (`--snapshot-every` moves them;
 `--snapshot-writer thread` writes them on a thread of the leader's process instead, which
-shares the loop's interpreter lock); `machine_ms`: how fast the machine ran plain Python
-when the phase ended (bench/gauge.py: compare A/B pairs whose readings agree).
+shares the loop's interpreter lock), and `heap_sweep_ms` (by role) when a process swept its
+frozen heap in it (process_settings.HeapPacer: a stall); `machine_ms`: how fast the machine
+ran plain Python when the phase ended (bench/gauge.py: compare A/B pairs whose readings
+agree).
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ from bench.stream_accounting import (
     cpu_per_eval,
     cpu_seconds,
     heap_sweep_ms,
+    heap_swept_since,
     process_ids,
     redis_commands,
     snapshot_written,
@@ -573,9 +576,9 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 counters = {k: v - counters_before[k] for k, v in actor_counters(system).items()}
                 evals = counters["worker_evals"] + counters["leader_evals"]
                 commands = calls_per_eval(redis_commands(system), commands_before, evals)
-                swept = {k: v - sweeps_before[k] for k, v in heap_sweep_ms(system).items()}
-                if any(swept.values()):
-                    counters |= {"heap_sweep_ms": {k: v for k, v in swept.items() if v}}
+                swept = heap_swept_since(system, sweeps_before)
+                if swept:
+                    counters |= {"heap_sweep_ms": swept}
                 snapshots, snapshot_s, fork_ms = snapshot_written(system)
                 if snapshots > snapshots_before:
                     counters |= {"snapshots": snapshots - snapshots_before}

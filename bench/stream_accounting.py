@@ -96,6 +96,13 @@ def heap_sweep_ms(system: DroverSystem) -> dict[str, int]:
     return out
 
 
+def heap_swept_since(system: DroverSystem, before: dict[str, int]) -> dict[str, int]:
+    """The roles whose processes swept their heaps since `heap_sweep_ms` gave `before`, and
+    for how many milliseconds."""
+    now = heap_sweep_ms(system)
+    return {role: now[role] - before[role] for role in now if now[role] > before[role]}
+
+
 def snapshot_written(system: DroverSystem) -> tuple[int, float, float]:
     """The leader's snapshots so far, the latest one's seconds (encoding included) and the
     loop's pause to fork its writer (ms; 0 for one written by a thread)."""
