@@ -16,7 +16,7 @@ import redis
 
 from actors.broker.service import BrokerService
 from actors.leader.service import LeaderService
-from actors.leader.snapshots import SnapshotPolicy, SnapshotWriter
+from actors.leader.snapshots import SnapshotPolicy, SnapshotStats, SnapshotWriter
 from actors.runtime.replica import LogReplica
 from actors.runtime.snapshots import SnapshotStore
 from actors.state.job_scoped import JobScopedStore
@@ -54,6 +54,18 @@ def add_nodes(leader: LeaderService, count: int) -> None:
 def first_log_index(client: redis.Redis) -> int:
     rows = client.xrange(NAMES.log, count=1)
     return int(rows[0][0].split(b"-")[0]) if rows else 0
+
+
+def written(leader: LeaderService, at_least: int = 1, timeout_s: float = 30.0) -> SnapshotStats:
+    """The leader's snapshot stats once `at_least` were written. A snapshot falls due with a
+    commit but starts after that commit's answers went out, so a caller that has its answer
+    may find no write started yet: it waits for the count, not for the writer."""
+    writer = leader.snapshot_writer
+    deadline = time.monotonic() + timeout_s
+    while writer.stats.written < at_least and time.monotonic() < deadline:
+        writer.wait(timeout_s)
+        time.sleep(0.01)
+    return writer.stats
 
 
 def started(
@@ -134,12 +146,12 @@ def test_a_background_snapshot_is_written_by_a_forked_child_or_a_thread(
     leader, halt = started(client, run_in_thread, snapshot_policy=policy)
     for i in range(6):
         register(leader, f"j{i}")
-    writer = leader.snapshot_writer
-    assert writer.wait(30)
-    assert writer.stats.written >= 1 and writer.stats.failed == 0
-    assert (writer.stats.fork_ms > 0) is fork
-    assert writer.stats.index == SnapshotStore(client, NAMES).latest_index() > 0
-    assert writer.stats.chunks > 0 and writer.stats.bytes > 0
+    stats = written(leader)
+    assert leader.snapshot_writer.wait(30)  # a later one, if it started, is done too
+    assert stats.written >= 1 and stats.failed == 0
+    assert (stats.fork_ms > 0) is fork
+    assert stats.index == SnapshotStore(client, NAMES).latest_index() > 0
+    assert stats.chunks > 0 and stats.bytes > 0
     want = sorted(j.id for j in leader.store.jobs())
     halt()
     again, halt = started(client, run_in_thread, snapshot_policy=policy)
@@ -184,11 +196,7 @@ def test_a_writer_that_cannot_fork_counts_a_failure_and_the_loop_goes_on(
     monkeypatch.undo()
     register(leader, "after-1")  # due again an interval after the failed one
     register(leader, "after-2")
-    deadline = time.monotonic() + 30
-    while leader.snapshot_writer.stats.written == 0 and time.monotonic() < deadline:
-        leader.snapshot_writer.wait(30)
-        time.sleep(0.01)
-    assert leader.snapshot_writer.stats.written >= 1
+    assert written(leader).written >= 1
     halt()
 
 
