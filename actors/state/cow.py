@@ -6,8 +6,7 @@ generation is older copies just that shard (a C-level copy of references), so re
 see later writes and nothing is ever deep-copied. Values must be immutable. The cost of a
 write after a snapshot grows with shard size, so big tables get more shards.
 
-`CowMultiMap` (a secondary index: key -> ordered set of members) applies the same idea one
-level down: a key's inner dict is copied on its first write after a snapshot.
+Secondary indexes (key -> ordered set of members) built on these are in multimap.py.
 
 Shards are chosen by a stable hash by default (crc32, not `hash()`, which is salted per
 process), so iteration order depends only on the sequence of writes: replicas in different
@@ -21,16 +20,13 @@ their listings sort (see actors/api).
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Collection, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
-M = TypeVar("M", bound=Hashable)
 
 DEFAULT_SHARDS = 256
-
-_EMPTY: tuple[()] = ()
 
 
 def stable_hash(key: object) -> int:
@@ -190,105 +186,3 @@ class CowMap(ShardedView[K, V]):
             self._gen += 1
             frozen = self._frozen = FrozenMap(tuple(self._shards), self._len, self._hash)
         return frozen
-
-
-class MultiView(Generic[K, M]):
-    """Read side of a secondary index: key -> members in insertion order."""
-
-    __slots__ = ("_outer",)
-
-    _outer: ShardedView[K, dict[M, None]]
-
-    def get(self, key: K) -> Collection[M]:
-        inner = self._outer.get(key)
-        return _EMPTY if inner is None else inner.keys()
-
-    def count(self, key: K) -> int:
-        inner = self._outer.get(key)
-        return 0 if inner is None else len(inner)
-
-    def keys(self) -> Iterator[K]:
-        return iter(self._outer)
-
-    def to_dict(self) -> dict[K, list[M]]:
-        return {k: list(v) for k, v in self._outer.items()}
-
-
-class FrozenMultiMap(MultiView[K, M]):
-    __slots__ = ()
-
-    def __init__(self, outer: FrozenMap[K, dict[M, None]]) -> None:
-        self._outer = outer
-
-
-class CowMultiMap(MultiView[K, M]):
-    """A mutable index; a key's member set is copied on its first write after a snapshot."""
-
-    __slots__ = ("_owned",)
-
-    _outer: CowMap[K, dict[M, None]]
-
-    def __init__(
-        self, shards: int = DEFAULT_SHARDS, hash_fn: Callable[[object], int] = stable_hash
-    ) -> None:
-        self._outer = CowMap(shards, hash_fn)
-        # Keys whose inner dict was created since the last snapshot (safe to mutate).
-        self._owned: set[K] = set()
-
-    def add(self, key: K, member: M) -> None:
-        outer = self._outer
-        i = outer._hash(key) & outer._mask
-        inner = outer._shards[i].get(key)
-        if inner is None:
-            inner = {member: None}
-            outer._len += 1
-        elif member in inner:
-            return
-        elif key in self._owned:
-            inner[member] = None  # created since the last snapshot: no reader holds it
-            return
-        else:
-            inner = inner.copy()
-            inner[member] = None
-        outer._writable_at(i)[key] = inner
-        self._owned.add(key)
-
-    def add_many(self, key: K, members: Iterable[M]) -> None:
-        """`add` for each member, hashing the key and copying its member set at most once."""
-        outer = self._outer
-        i = outer._hash(key) & outer._mask
-        inner = outer._shards[i].get(key)
-        if inner is not None and key in self._owned:
-            inner.update(dict.fromkeys(members))
-            return
-        if inner is None:
-            inner = dict.fromkeys(members)
-            if not inner:
-                return
-            outer._len += 1
-        else:
-            inner = {**inner, **dict.fromkeys(members)}
-        outer._writable_at(i)[key] = inner
-        self._owned.add(key)
-
-    def discard(self, key: K, member: M) -> None:
-        outer = self._outer
-        i = outer._hash(key) & outer._mask
-        inner = outer._shards[i].get(key)
-        if inner is None or member not in inner:
-            return
-        if len(inner) == 1:
-            del outer._writable_at(i)[key]
-            outer._len -= 1
-            self._owned.discard(key)
-        elif key in self._owned:
-            del inner[member]
-        else:
-            inner = inner.copy()
-            del inner[member]
-            outer._writable_at(i)[key] = inner
-            self._owned.add(key)
-
-    def snapshot(self) -> FrozenMultiMap[K, M]:
-        self._owned = set()
-        return FrozenMultiMap(self._outer.snapshot())

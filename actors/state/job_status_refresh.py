@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from actors.state.cow import CowMap, CowMultiMap
+from actors.state.chunked_cow import ChunkedCowMap
 from actors.state.job_status import JobActivity, compute_job_status, status_from_live
+from actors.state.multimap import CowMultiMap
 from actors.state.reader import JobKey
 from actors.state.stamping import job_with_status
 from actors.state.versions import replace_version
@@ -23,8 +24,8 @@ class JobStatusRefresh:
 
     __slots__ = ()
 
-    _jobs: CowMap[JobKey, Job]
-    _versions: CowMap[JobKey, tuple[Job, ...]]
+    _jobs: ChunkedCowMap[JobKey, Job]
+    _versions: ChunkedCowMap[JobKey, tuple[Job, ...]]
     _allocs_by_job: CowMultiMap[JobKey, str]
     _evals_by_job: CowMultiMap[JobKey, str]
     _live_allocs: dict[JobKey, int]

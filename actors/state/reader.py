@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
-from actors.state.cow import MultiView, ShardedView
+from actors.state.cow import ShardedView
+from actors.state.multimap import MultiView
 from actors.state.usage import EMPTY_USAGE, NodeUsage
 from contracts.allocation import Allocation
 from contracts.deployment import Deployment

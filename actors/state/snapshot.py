@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from actors.state.chunked_cow import ChunkedFrozenMap
-from actors.state.cow import FrozenMap, FrozenMultiMap
+from actors.state.cow import FrozenMap
+from actors.state.multimap import FrozenMultiMap
 from actors.state.reader import JobKey, TableReader
 from actors.state.usage import NodeUsage
 from contracts.allocation import Allocation
@@ -48,19 +49,19 @@ class StateSnapshot(TableReader):
         self,
         latest: int,
         table_index: dict[str, int],
-        jobs: FrozenMap[JobKey, Job],
-        versions: FrozenMap[JobKey, tuple[Job, ...]],
+        jobs: ChunkedFrozenMap[JobKey, Job],
+        versions: ChunkedFrozenMap[JobKey, tuple[Job, ...]],
         nodes: FrozenMap[str, Node],
         allocs: ChunkedFrozenMap[str, Allocation],
-        evals: FrozenMap[str, Evaluation],
+        evals: ChunkedFrozenMap[str, Evaluation],
         usage: FrozenMap[str, NodeUsage],
-        scaling: FrozenMap[JobKey, ScalingByGroup],
+        scaling: ChunkedFrozenMap[JobKey, ScalingByGroup],
         allocs_by_job: FrozenMultiMap[JobKey, str],
         allocs_by_node: FrozenMultiMap[str, str],
         evals_by_job: FrozenMultiMap[JobKey, str],
         holds: FrozenMap[str, tuple[str, ...]],
-        deployments: FrozenMap[JobKey, tuple[Deployment, ...]],
-        deployment_jobs: FrozenMap[str, JobKey],
+        deployments: ChunkedFrozenMap[JobKey, tuple[Deployment, ...]],
+        deployment_jobs: ChunkedFrozenMap[str, JobKey],
         scheduler_config: FrozenMap[str, SchedulerConfiguration],
     ) -> None:
         self._latest = latest

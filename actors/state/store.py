@@ -24,11 +24,12 @@ from dataclasses import replace
 from typing import Any
 
 from actors.state.chunked_cow import ChunkedCowMap
-from actors.state.cow import CowMap, CowMultiMap, job_key_hash, str_hash
+from actors.state.cow import CowMap, job_key_hash, stable_hash, str_hash
 from actors.state.deployments import keep_deployment
 from actors.state.holds import HoldTable
 from actors.state.job_status import compute_job_status
 from actors.state.job_status_refresh import JobStatusRefresh
+from actors.state.multimap import CowMultiMap
 from actors.state.reader import CONFIG_KEY, JobKey, TableReader
 from actors.state.snapshot import TABLE_SLOTS, ScalingByGroup, StateSnapshot
 from actors.state.stamping import (
@@ -86,28 +87,39 @@ class StateStore(JobStatusRefresh, TableReader):
         "_usage_table",
     )
 
-    _jobs: CowMap[JobKey, Job]
-    _versions: CowMap[JobKey, tuple[Job, ...]]
+    _jobs: ChunkedCowMap[JobKey, Job]
+    _versions: ChunkedCowMap[JobKey, tuple[Job, ...]]
     _nodes: CowMap[str, Node]
     _allocs: ChunkedCowMap[str, Allocation]
-    _evals: CowMap[str, Evaluation]
+    _evals: ChunkedCowMap[str, Evaluation]
     _usage: CowMap[str, NodeUsage]
-    _scaling: CowMap[JobKey, ScalingByGroup]
+    _scaling: ChunkedCowMap[JobKey, ScalingByGroup]
     _allocs_by_job: CowMultiMap[JobKey, str]
     _allocs_by_node: CowMultiMap[str, str]
     _evals_by_job: CowMultiMap[JobKey, str]
     _holds: CowMap[str, tuple[str, ...]]
-    _deployments: CowMap[JobKey, tuple[Deployment, ...]]
-    _deployment_jobs: CowMap[str, JobKey]
+    _deployments: ChunkedCowMap[JobKey, tuple[Deployment, ...]]
+    _deployment_jobs: ChunkedCowMap[str, JobKey]
     _scheduler_config: CowMap[str, SchedulerConfiguration]
     _table_index: dict[str, int]
 
-    def __init__(self, shards: int = 256, alloc_shards: int = 16384, node_shards: int = 1) -> None:
-        self._shape = (shards, alloc_shards, node_shards)
+    def __init__(
+        self,
+        shards: int = 256,
+        alloc_shards: int = 16384,
+        node_shards: int = 1,
+        job_shards: int = 4096,
+    ) -> None:
+        self._shape = (shards, alloc_shards, node_shards, job_shards)
         self._latest = 0
         self._table_index = {}
-        self._jobs = CowMap(shards, job_key_hash)
-        self._versions = CowMap(shards, job_key_hash)
+        # Tables keyed by job (and evaluations, a few per job) grow with the cluster: with a
+        # fixed few hundred shards, the shard that a write copies after a snapshot grew with
+        # them (the leader snapshots every few evaluations: at ~60,000 jobs its copies
+        # took twice the share of its turn they took at a few thousand). Thousands of
+        # shards in chunks keep both the copy and the snapshot small (chunked_cow.py).
+        self._jobs = ChunkedCowMap(job_shards, job_key_hash)
+        self._versions = ChunkedCowMap(job_shards, job_key_hash)
         # Node-keyed tables hold thousands of keys, not millions: one shard, copied whole
         # (tens of microseconds) on the first write after a snapshot, makes every read a
         # plain dict lookup on the scheduler's and applier's hottest paths.
@@ -116,17 +128,18 @@ class StateStore(JobStatusRefresh, TableReader):
         # decision: the faster per-process hash (see cow.py). Thousands of shards, so that
         # a write copies little: kept in chunks, so that a snapshot copies little either.
         self._allocs = ChunkedCowMap(alloc_shards, hash)
-        self._evals = CowMap(shards, hash)
+        self._evals = ChunkedCowMap(job_shards, hash)
         self._usage_table = UsageTable(node_shards)
         self._usage = self._usage_table.table
-        self._scaling = CowMap(shards, job_key_hash)
-        self._allocs_by_job = CowMultiMap(shards, job_key_hash)
+        self._scaling = ChunkedCowMap(job_shards, job_key_hash)
+        self._allocs_by_job = CowMultiMap(outer=ChunkedCowMap(job_shards, job_key_hash))
         self._allocs_by_node = CowMultiMap(shards, hash)
-        self._evals_by_job = CowMultiMap(shards, job_key_hash)
+        self._evals_by_job = CowMultiMap(outer=ChunkedCowMap(job_shards, job_key_hash))
         self._hold_table = HoldTable(node_shards)
         self._holds = self._hold_table.table
-        self._deployments = CowMap(shards, job_key_hash)  # a job's deployments, oldest first
-        self._deployment_jobs = CowMap(shards)  # deployment id -> its job
+        # A job's deployments, oldest first; a deployment's job.
+        self._deployments = ChunkedCowMap(job_shards, job_key_hash)
+        self._deployment_jobs = ChunkedCowMap(job_shards, stable_hash)
         self._scheduler_config = CowMap(1)  # one record, under CONFIG_KEY
         # Writer-only bookkeeping (never read through a snapshot).
         self._live_allocs: dict[JobKey, int] = {}

@@ -10,14 +10,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from actors.state.cow import (
-    CowMap,
-    CowMultiMap,
-    FrozenMap,
-    FrozenMultiMap,
-    ShardedView,
-    stable_hash,
-)
+from actors.state.cow import CowMap, FrozenMap, ShardedView, stable_hash
 
 
 def test_basic_map_operations() -> None:
@@ -113,61 +106,6 @@ def test_iteration_order_depends_only_on_writes() -> None:
     assert list(a.items()) == list(b.items())
 
 
-def test_multimap_add_discard_and_isolation() -> None:
-    mm: CowMultiMap[str, str] = CowMultiMap(shards=4)
-    mm.add("n1", "a1")
-    mm.add("n1", "a2")
-    mm.add("n1", "a2")  # duplicate is a no-op
-    mm.add("n2", "b1")
-    assert list(mm.get("n1")) == ["a1", "a2"]
-    assert mm.count("n1") == 2 and mm.count("zz") == 0
-    assert list(mm.get("zz")) == []
-    snap = mm.snapshot()
-    mm.add("n1", "a3")
-    mm.discard("n1", "a1")
-    mm.discard("n2", "b1")  # last member: the key goes away
-    mm.discard("n2", "nope")
-    assert list(snap.get("n1")) == ["a1", "a2"]
-    assert list(snap.get("n2")) == ["b1"]
-    assert list(mm.get("n1")) == ["a2", "a3"]
-    assert list(mm.get("n2")) == []
-    assert sorted(mm.keys()) == ["n1"]
-    assert snap.to_dict() == {"n1": ["a1", "a2"], "n2": ["b1"]}
-
-
-def test_multimap_copies_only_the_written_key() -> None:
-    mm: CowMultiMap[str, int] = CowMultiMap(shards=1)
-    for key in ("a", "b"):
-        for i in range(100):
-            mm.add(key, i)
-    snap = mm.snapshot()
-    mm.add("a", 1000)
-    mm.add("a", 1001)  # second write after the snapshot mutates the same (owned) copy
-    assert snap._outer.get("b") is mm._outer.get("b")
-    assert snap._outer.get("a") is not mm._outer.get("a")
-    assert 1000 not in snap.get("a") and 1001 in mm.get("a")
-
-
-def test_multimap_many_snapshots() -> None:
-    mm: CowMultiMap[str, int] = CowMultiMap(shards=2)
-    model: dict[str, list[int]] = {}
-    snaps: list[tuple[FrozenMultiMap[str, int], dict[str, list[int]]]] = []
-    for step in range(60):
-        key = f"k{step % 3}"
-        if step % 4 == 3 and model.get(key):
-            victim = model[key][0]
-            mm.discard(key, victim)
-            model[key].remove(victim)
-            if not model[key]:
-                del model[key]
-        else:
-            mm.add(key, step)
-            model.setdefault(key, []).append(step)
-        snaps.append((mm.snapshot(), {k: list(v) for k, v in model.items()}))
-    for snap, expected in snaps:
-        assert snap.to_dict() == expected
-
-
 # ---------------------------------------------------------------------------------------------
 # Property tests against plain-dict models
 
@@ -210,67 +148,8 @@ class CowMapMachine(RuleBasedStateMachine):
                 assert snap.get(key) == expected[key] and key in snap
 
 
-class CowMultiMapMachine(RuleBasedStateMachine):
-    def __init__(self) -> None:
-        super().__init__()
-        self.live: CowMultiMap[str, int] = CowMultiMap(shards=2)
-        self.model: dict[str, dict[int, None]] = {}
-        self.snaps: list[tuple[FrozenMultiMap[str, int], dict[str, list[int]]]] = []
-
-    @rule(key=KEYS, member=st.integers(0, 5))
-    def add(self, key: str, member: int) -> None:
-        self.live.add(key, member)
-        self.model.setdefault(key, {})[member] = None
-
-    @rule(key=KEYS, member=st.integers(0, 5))
-    def discard(self, key: str, member: int) -> None:
-        self.live.discard(key, member)
-        inner = self.model.get(key)
-        if inner is not None:
-            inner.pop(member, None)
-            if not inner:
-                del self.model[key]
-
-    @rule()
-    def snapshot(self) -> None:
-        self.snaps.append((self.live.snapshot(), self._expected()))
-
-    def _expected(self) -> dict[str, list[int]]:
-        return {k: list(v) for k, v in self.model.items()}
-
-    @invariant()
-    def matches_models(self) -> None:
-        assert self.live.to_dict() == self._expected()
-        for snap, expected in self.snaps:
-            assert snap.to_dict() == expected
-            for key, members in expected.items():
-                assert list(snap.get(key)) == members
-                assert snap.count(key) == len(members)
-
-
 TestCowMapProperties = CowMapMachine.TestCase
 TestCowMapProperties.settings = settings(max_examples=150, stateful_step_count=40, deadline=None)
-TestCowMultiMapProperties = CowMultiMapMachine.TestCase
-TestCowMultiMapProperties.settings = settings(
-    max_examples=150, stateful_step_count=40, deadline=None
-)
-
-
-def test_add_many_writes_a_key_once_and_keeps_snapshots_isolated() -> None:
-    m: CowMultiMap[str, str] = CowMultiMap(4)
-    m.add("n1", "a")
-    before = m.snapshot()
-    m.add_many("n1", ["b", "c", "a"])  # copied once; a member already there stays put
-    m.add_many("n2", ["x"])
-    m.add_many("n2", ["y"])  # created since the snapshot: written in place
-    m.add_many("n3", [])  # nothing to add: no key
-    assert list(before.get("n1")) == ["a"] and list(before.get("n2")) == []
-    assert list(m.get("n1")) == ["a", "b", "c"]
-    assert list(m.get("n2")) == ["x", "y"]
-    assert "n3" not in list(m.keys())
-    after = m.snapshot()
-    m.add_many("n2", ["z"])
-    assert list(after.get("n2")) == ["x", "y"]
 
 
 def test_a_snapshot_with_nothing_written_since_is_handed_out_again() -> None:
@@ -288,26 +167,6 @@ def test_a_snapshot_with_nothing_written_since_is_handed_out_again() -> None:
     assert m.pop("missing") is None and m.snapshot() is third  # a no-op pop writes nothing
     m.set("c", 3)  # a write to a shard already copied since the last snapshot
     assert dict(third.items()) == {"b": 2} and dict(m.snapshot().items()) == {"b": 2, "c": 3}
-
-
-def test_a_handed_out_again_multimap_snapshot_never_sees_later_writes() -> None:
-    mm: CowMultiMap[str, str] = CowMultiMap(shards=2)
-    mm.add("k", "a")
-    mm.add("k", "b")  # created since the last snapshot: changed in place
-    first = mm.snapshot()
-    assert mm.snapshot().to_dict() == first.to_dict() == {"k": ["a", "b"]}
-    for write in (
-        lambda: mm.add("k", "c"),
-        lambda: mm.add("k", "d"),  # in place now, on the copy the first add made
-        lambda: mm.add_many("k", ["e"]),
-        lambda: mm.discard("k", "a"),
-    ):
-        before = mm.snapshot()
-        frozen = before.to_dict()
-        write()
-        assert before.to_dict() == frozen
-    assert first.to_dict() == {"k": ["a", "b"]}
-    assert mm.snapshot().to_dict() == {"k": ["b", "c", "d", "e"]}
 
 
 def test_job_keys_hash_by_their_id_the_same_in_every_process() -> None:
