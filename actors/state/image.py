@@ -23,6 +23,7 @@ from actors.state.store import StateStore
 from contracts.allocation import Allocation
 from contracts.deployment import Deployment
 from contracts.evaluation import EvalStatus, Evaluation
+from contracts.job import Job
 from contracts.snapshot import SnapshotHeader
 from contracts.state_log import (
     JobImage,
@@ -70,7 +71,7 @@ def image_changes(state: StateSnapshot) -> Iterator[StateChange]:
     images = (
         JobImage(
             job,
-            tuple(state.job_versions(job.namespace, job.id)),
+            _history(job, state.job_versions(job.namespace, job.id)),
             state.scaling_events(job.namespace, job.id),
         )
         for job in state.jobs()
@@ -94,6 +95,15 @@ def image_changes(state: StateSnapshot) -> Iterator[StateChange]:
         yield UpsertDeployments(deployments)
     if state.table_index("scheduler_config"):
         yield UpsertSchedulerConfig(state.scheduler_config())
+
+
+def _history(job: Job, versions: list[Job]) -> tuple[Job, ...]:
+    """A job's versions as its image holds them: none when the only one is the job itself
+    (a job registered once, most of them), which a restore takes for its history; written
+    out, it was half of a snapshot's job chunks."""
+    if len(versions) == 1 and versions[0] is job:
+        return ()
+    return tuple(versions)
 
 
 def _create_index(record: Evaluation | Allocation | Deployment) -> int:

@@ -35,6 +35,7 @@ from contracts.state_log import (
     AppendScalingEvent,
     DeleteEvals,
     LogEntry,
+    RestoreJobs,
     StateChange,
     UpdateAllocsClientStatus,
     UpsertAllocs,
@@ -166,7 +167,7 @@ def assert_same(want: StateStore, got: StateStore) -> None:
 def test_a_store_restored_from_its_image_answers_as_the_original(
     before: list[tuple[Any, ...]], after: list[tuple[Any, ...]]
 ) -> None:
-    original = StateStore(shards=2, alloc_shards=4)
+    original = StateStore(shards=2, alloc_shards=4, job_shards=2)
     commit([original], UpsertNodes(tuple(node(n) for n in NODES)))
     for job in JOBS:
         commit([original], UpsertJob(Job(id=job, name=job)))
@@ -178,10 +179,10 @@ def test_a_store_restored_from_its_image_answers_as_the_original(
     )
     raws = [encode_entry(entry) for entry in image_entries(state, term=1)]
     restored: list[StateStore] = [
-        StateStore(shards=2, alloc_shards=4),
-        StateStore(shards=4, alloc_shards=2),
-        JobScopedStore(shards=2, alloc_shards=4),
-        JobScopedStore(shards=2, alloc_shards=4),
+        StateStore(shards=2, alloc_shards=4, job_shards=2),
+        StateStore(shards=4, alloc_shards=2, job_shards=4),
+        JobScopedStore(shards=2, alloc_shards=4, job_shards=2),
+        JobScopedStore(shards=2, alloc_shards=4, job_shards=2),
     ]
     for i, store in enumerate(restored):
         commit([store], UpsertNodes((node("stale"),)))  # restore replaces what was there
@@ -192,3 +193,24 @@ def test_a_store_restored_from_its_image_answers_as_the_original(
         commit([original, *restored], change_of(op, original))
     for store in restored:
         assert_same(original, store)
+
+
+def test_an_image_leaves_out_a_history_that_is_only_the_job_itself() -> None:
+    original = StateStore()
+    commit([original], UpsertJob(Job(id="once", name="once")))
+    commit([original], UpsertJob(Job(id="twice", name="twice")))
+    commit([original], UpsertJob(Job(id="twice", name="twice", meta={"v": "2"})))
+    state = original.snapshot()
+    images = {
+        image.job.id: image
+        for entry in image_entries(state, term=1)
+        if isinstance(entry.change, RestoreJobs)
+        for image in entry.change.jobs
+    }
+    assert images["once"].versions == ()  # restored as the job itself
+    assert [job.version for job in images["twice"].versions] == [1, 0]
+    header = SnapshotHeader(state.latest_index(), 1, 0, dict(state._table_index))
+    restored = StateStore()
+    restore(restored, header, (entry.change for entry in image_entries(state, term=1)))
+    assert restored.job_versions("default", "once") == original.job_versions("default", "once")
+    assert [job.version for job in restored.job_versions("default", "twice")] == [1, 0]

@@ -58,11 +58,11 @@ class Cluster:
     round from their kind's usual."""
 
     def __init__(self) -> None:
-        self.leader = StateStore(shards=2, alloc_shards=4)
-        self.eager = StateStore(shards=2, alloc_shards=4)
-        self.eager_compact = StateStore(shards=2, alloc_shards=4)
-        self.scoped = JobScopedStore(shards=2, alloc_shards=4)
-        self.scoped_built = JobScopedStore(shards=2, alloc_shards=4)
+        self.leader = StateStore(shards=2, alloc_shards=4, job_shards=2)
+        self.eager = StateStore(shards=2, alloc_shards=4, job_shards=2)
+        self.eager_compact = StateStore(shards=2, alloc_shards=4, job_shards=2)
+        self.scoped = JobScopedStore(shards=2, alloc_shards=4, job_shards=2)
+        self.scoped_built = JobScopedStore(shards=2, alloc_shards=4, job_shards=2)
 
     def commit(self, change: StateChange) -> int:
         index = self.leader.latest_index() + 1

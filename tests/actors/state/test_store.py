@@ -395,7 +395,7 @@ def unordered(d: dict[str, Any]) -> dict[str, Any]:
 
 def test_replica_applying_encoded_entries_matches_leader() -> None:
     leader, replica = StateStore(), StateStore()
-    other_layout = StateStore(shards=64, alloc_shards=128)
+    other_layout = StateStore(shards=64, alloc_shards=128, job_shards=64)
     for entry in busy_history():
         leader.apply(entry)
         replica.apply(decode_entry(encode_entry(entry)))
@@ -455,7 +455,7 @@ def test_snapshot_isolation_of_every_reader_method() -> None:
 
 
 def test_snapshot_after_many_snapshots_and_writes() -> None:
-    s = StateStore(shards=2, alloc_shards=2)
+    s = StateStore(shards=2, alloc_shards=2, job_shards=2)
     snaps: list[tuple[StateSnapshot, dict[str, Any]]] = []
     for i in range(30):
         s.commit(UpsertAllocs((make_alloc(f"a{i % 7}", node_id=f"n{i % 3}", cpu=i),)))
@@ -503,7 +503,7 @@ snapshot_op = st.tuples(st.just("snapshot"))
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.one_of(upsert_op, client_op, delete_op, snapshot_op), max_size=40))
 def test_node_usage_is_maintained_incrementally(ops: list[tuple[Any, ...]]) -> None:
-    s = StateStore(shards=2, alloc_shards=2)
+    s = StateStore(shards=2, alloc_shards=2, job_shards=2)
     snaps: list[tuple[StateSnapshot, dict[str, NodeUsage]]] = []
     for op in ops:
         if op[0] == "upsert":
