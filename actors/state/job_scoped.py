@@ -100,14 +100,9 @@ class JobScopedSnapshot(StateSnapshot):
 class JobScopedStore(StateStore):
     __slots__ = ("_queued", "_queued_allocs", "_queued_new")
 
-    def __init__(
-        self,
-        shards: int = 256,
-        alloc_shards: int = 16384,
-        node_shards: int = 1,
-        job_shards: int = 4096,
-    ) -> None:
-        super().__init__(shards, alloc_shards, node_shards, job_shards)
+    def __init__(self, **shape: int) -> None:
+        """`shape`: StateStore's shard counts."""
+        super().__init__(**shape)
         self._queued: dict[JobKey, list[_Queued]] = {}  # oldest job first
         # New allocations not yet filed: their record, or their group's prototype (which
         # has everything a client report asks about: the job, the statuses).

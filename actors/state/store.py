@@ -110,7 +110,12 @@ class StateStore(JobStatusRefresh, TableReader):
         node_shards: int = 1,
         job_shards: int = 4096,
     ) -> None:
-        self._shape = (shards, alloc_shards, node_shards, job_shards)
+        self._shape = {
+            "shards": shards,
+            "alloc_shards": alloc_shards,
+            "node_shards": node_shards,
+            "job_shards": job_shards,
+        }
         self._latest = 0
         self._table_index = {}
         # Tables keyed by job (and evaluations, a few per job) grow with the cluster: with a
@@ -183,7 +188,7 @@ class StateStore(JobStatusRefresh, TableReader):
         whoever holds the store sees the new state; earlier snapshots of it stay as they were."""
         with self._lock:
             lock = self._lock
-            type(self).__init__(self, *self._shape)
+            type(self).__init__(self, **self._shape)
             self._lock = lock
 
     def commit(self, change: StateChange, term: int = 0) -> int:
