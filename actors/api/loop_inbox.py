@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import threading
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -25,6 +26,10 @@ class LoopInbox:
             tuple[concurrent.futures.Future[Any], asyncio.Future[Any]]
         ] = collections.deque()
         self._wake_pending = False
+        # Each source's waiter until it is done. Not in a closure the source keeps: the
+        # waiter resolves with the source, and the two would make a reference cycle.
+        self._waiters: dict[concurrent.futures.Future[Any], list[asyncio.Future[Any]]] = {}
+        self._waiters_lock = threading.Lock()  # `_arrive` runs on the source's thread
 
     def settled(
         self, source: concurrent.futures.Future[T]
@@ -34,13 +39,22 @@ class LoopInbox:
         the awaiter reads it, and nothing `source` raises escapes the await. Cancelling the
         asyncio future does not cancel `source`: its owner does that."""
         waiter: asyncio.Future[concurrent.futures.Future[T]] = self._loop.create_future()
-        source.add_done_callback(lambda done: self._arrive(done, waiter))
+        with self._waiters_lock:
+            waiters = self._waiters.get(source)
+            if waiters is not None:  # awaited twice, and not done yet
+                waiters.append(waiter)
+                return waiter
+            self._waiters[source] = [waiter]
+        source.add_done_callback(self._arrive)  # runs at once if `source` is done
         return waiter
 
-    def _arrive(self, done: concurrent.futures.Future[Any], waiter: asyncio.Future[Any]) -> None:
+    def _arrive(self, done: concurrent.futures.Future[Any]) -> None:
         # Any thread. The flag is read after the append: a drain that cleared it before the
         # append still finds the entry, since it clears the flag before it empties the queue.
-        self._arrived.append((done, waiter))
+        with self._waiters_lock:
+            waiters = self._waiters.pop(done)
+        for waiter in waiters:
+            self._arrived.append((done, waiter))
         if not self._wake_pending:
             self._wake_pending = True
             try:

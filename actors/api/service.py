@@ -18,8 +18,10 @@ into Nomad's events (core/events.py) and published to `events`, the broker subsc
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from typing import Any, Protocol
@@ -174,9 +176,11 @@ class ApiService:
             raise _write_error(exc) from None
         # The caller's future is resolved only once the read barrier is past the answer,
         # whoever waits on it and however (a callback or a blocked result()).
+        # Each future's callback refers to the other; the one back to `sent` is weak, or
+        # every write would leave a reference cycle for the cyclic collector.
         answered: Future[LeaderResponse] = Future()
-        sent.add_done_callback(lambda done: self._relay(done, answered))
-        answered.add_done_callback(lambda mine: sent.cancel() if mine.cancelled() else None)
+        sent.add_done_callback(functools.partial(self._relay, answered=answered))
+        answered.add_done_callback(functools.partial(_cancel_with, weakref.ref(sent)))
         return answered
 
     def _relay(self, sent: Future[LeaderResponse], answered: Future[LeaderResponse]) -> None:
@@ -326,3 +330,9 @@ def _write_error(exc: BaseException) -> ApiError:
         f"Redis is unreachable ({exc}): the request did not reach the leader; retry when it"
         " is back",
     )
+
+
+def _cancel_with(sent: weakref.ref[Future[LeaderResponse]], answered: Future[Any]) -> None:
+    """`answered` given up: so is the write it waits for, if that is still around."""
+    if answered.cancelled() and (write := sent()) is not None:
+        write.cancel()

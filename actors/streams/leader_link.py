@@ -22,6 +22,7 @@ an answer nobody waits for any more is dropped. The leader caps every response s
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import threading
 import uuid
@@ -110,7 +111,9 @@ class LeaderLink:
         future: Future[LeaderResponse] = Future()
         with self._lock:
             self._waiting[request_id] = future
-        future.add_done_callback(lambda _: self._forget(request_id, future))
+        # A callback that closed over the future would make a reference cycle of every
+        # request (the future holds its callbacks), left for the cyclic collector.
+        future.add_done_callback(functools.partial(self._forget, request_id))
         self.outbox.put(stream, fields, lambda error: _fail(future, error))
         return future
 

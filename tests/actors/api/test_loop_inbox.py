@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from actors.api.loop_inbox import LoopInbox
+from tests.cycles import in_a_cycle
 
 Source = concurrent.futures.Future
 
@@ -87,3 +88,20 @@ def test_a_waiter_given_up_is_skipped_and_the_rest_still_arrive() -> None:
         return (await waiter).result()
 
     assert asyncio.run(main()) == 2
+
+
+def test_a_source_awaited_twice_settles_both_and_leaves_no_reference_cycle() -> None:
+    async def main() -> tuple[Source[int], list[Source[int]]]:
+        inbox = LoopInbox(asyncio.get_running_loop())
+        source: Source[int] = Source()
+        first, second = inbox.settled(source), inbox.settled(source)
+        threading.Thread(target=lambda: source.set_result(3)).start()
+        settled = await asyncio.gather(first, second)
+        assert not inbox._waiters  # forgotten once done
+        return source, settled
+
+    source, settled = asyncio.run(main())
+    assert settled == [source, source] and source.result() == 3
+    # The waiter resolved with its source; the source's callback must not hold the waiter,
+    # or every request would leave a cycle for the collector (a frozen heap keeps it).
+    assert not in_a_cycle(source)

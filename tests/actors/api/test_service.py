@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Iterator
+from concurrent.futures import Future
 
 import orjson
 import pytest
@@ -24,6 +26,7 @@ from contracts import Job, Resources, Task, TaskGroup
 from contracts.acl import hash_secret
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
 from contracts.state_log import LogEntry, decode_entry
+from tests.cycles import in_a_cycle
 
 NAMES = StreamNames("api")
 
@@ -340,3 +343,30 @@ def test_the_replica_feeds_the_event_stream_and_a_snapshot_reload_ends_its_subsc
     finally:
         stop.set()
         thread.join(timeout=30)
+
+
+def test_a_submitted_write_relays_its_answer_and_cancel_without_a_reference_cycle(
+    client: redis.Redis,
+) -> None:
+    sent: list[Future[LeaderResponse]] = [Future(), Future()]
+    # Weakly, as the leader link forgets a future once answered: a strong list here would
+    # make the cycle the test looks for (the service -> this function -> the futures).
+    to_hand_out = iter([weakref.ref(future) for future in sent])
+
+    def submit(request: LeaderRequest) -> Future[LeaderResponse]:
+        future = next(to_hand_out)()
+        assert future is not None
+        return future
+
+    def unused_send(request: LeaderRequest) -> LeaderResponse:
+        raise AssertionError("writes go through submit")
+
+    api = ApiService(client, NAMES, unused_send, submit=submit)
+    answered = api.submit(LeaderRequest(RequestKind.REGISTER_JOB, job=job("web")))
+    sent[0].set_result(LeaderResponse("r", True, index=7))
+    assert answered.result(timeout=5).index == 7 and api.read_barrier == 7
+    # The two futures refer to each other through their callbacks; never both ways strongly.
+    assert not in_a_cycle(answered) and not in_a_cycle(sent[0])
+    given_up = api.submit(LeaderRequest(RequestKind.REGISTER_JOB, job=job("api")))
+    assert given_up.cancel()
+    assert sent[1].cancelled()  # the caller gave up: so is the write it waited for

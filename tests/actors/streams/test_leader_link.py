@@ -18,6 +18,7 @@ from actors.streams.leader_link import LeaderLink, LeaderUnanswered
 from actors.streams.names import StreamNames
 from contracts import Job, Resources, Task, TaskGroup
 from contracts.messages import LeaderRequest, LeaderResponse, RequestKind
+from tests.cycles import in_a_cycle
 
 NAMES = StreamNames("link")
 
@@ -174,3 +175,18 @@ def test_the_reader_outlives_a_failed_read(client: redis.Redis, run_in_thread: A
     finally:
         link.stop()
     assert failures == [1]
+
+
+def test_an_answered_submission_is_in_no_reference_cycle(
+    run_in_thread: Any, client: redis.Redis, link: LeaderLink
+) -> None:
+    future = link.submit(register("freed"))
+    leader = LeaderService(client, NAMES)
+    leader.start()
+    halt = run_in_thread(leader)
+    try:
+        assert future.result(timeout=20).ok
+    finally:
+        halt()
+    # Its callbacks do not refer back to it: refcounting frees it, not the cyclic collector.
+    assert not in_a_cycle(future)
