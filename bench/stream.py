@@ -541,6 +541,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
         snapshot_policy=SnapshotPolicy(
             every_entries=args.snapshot_every, fork=args.snapshot_writer == "fork"
         ),
+        pace_heap=True,  # as `drover agent` runs the API's process
     )
     context = multiprocessing.get_context("spawn")  # never fork a process that runs Ray
     ours, theirs = context.Pipe()

@@ -35,6 +35,7 @@ from actors.api.service import DEFAULT_RPC_PORT, ApiService
 from actors.autoscaler.actor import AutoscalerActor, AutoscalerClient
 from actors.leader.actor import LeaderActor
 from actors.leader.snapshots import SnapshotPolicy
+from actors.process_settings import pace_heap
 from actors.streams.client import connect
 from actors.streams.leader_link import LeaderLink
 from actors.streams.names import StreamNames
@@ -95,6 +96,12 @@ class SystemConfig:
     # for its workers (the actors), so that the API does not take a busy machine's cores
     # ahead of the leader, the one serial stage (see API_NICENESS). None: this process's.
     api_niceness: int | None = API_NICENESS
+    # This process's heap paced as an actor's (process_settings.pace_heap) once the API's
+    # replica has loaded: else CPython's full collections walk that replica's whole heap
+    # each time it grows by a quarter, stalling every answer (~100-200 ms at ~20,000 jobs).
+    # `drover agent`, `drover demo` and the benches turn it on; tests leave it off (their
+    # garbage is not the store's).
+    pace_heap: bool = False
     # Nomad's `ports { rpc }`: the port the server reports as its RPC address with the API's
     # host (/v1/status/leader, /peers, /v1/agent/servers). Nothing listens on it: drover's
     # servers and clients talk through Redis, and clients use the HTTP API.
@@ -275,6 +282,8 @@ class DroverSystem(FleetMethods):
             packager=package_job,
             autoscaler=AutoscalerClient(self.autoscaler) if self.autoscaler is not None else None,
         ).start()
+        if config.pace_heap:
+            pace_heap()
         if config.acl_enabled and config.acl_bootstrap_token:
             with contextlib.suppress(ApiError):  # already bootstrapped (a restart)
                 self.api.bootstrap_acl(config.acl_bootstrap_token)

@@ -27,7 +27,7 @@ from typing import Any
 
 import redis
 
-from actors.process_settings import after_state_applied
+from actors.process_settings import after_state_applied, when_idle
 from actors.runtime.reconnect import UNREACHABLE, Reconnecting
 from actors.runtime.snapshots import SnapshotStore, load_latest
 from actors.state import StateSnapshot, StateStore
@@ -259,5 +259,7 @@ class LogReplica:
                 reconnecting(lambda: self.catch_up(block_ms=block_ms))
             except UNREACHABLE:
                 return  # raised only once stop is set
-            if linger_s and self.index != read_from:  # applied or, dozing, passed over
+            if self.index == read_from:
+                when_idle()  # a read that brought nothing: the heap pacer's idle turn
+            elif linger_s:  # applied or, dozing, passed over
                 stop.wait(linger_s)

@@ -152,6 +152,7 @@ def _agent(args: argparse.Namespace) -> int:
         load_time_factor=args.load_time_factor,
         job_limits=_job_limits(args),
         snapshot_policy=_snapshot_policy(args),
+        pace_heap=True,  # this process serves the API from its replica
     )
     system = DroverSystem(config)
     stop = threading.Event()
