@@ -99,8 +99,8 @@ class SystemConfig:
     # This process's heap paced as an actor's (process_settings.pace_heap) once the API's
     # replica has loaded: else CPython's full collections walk that replica's whole heap
     # each time it grows by a quarter, stalling every answer (~100-200 ms at ~20,000 jobs).
-    # `drover agent`, `drover demo` and the benches turn it on; tests leave it off (their
-    # garbage is not the store's).
+    # `drover agent` and bench.stream turn it on; tests leave it off (their garbage is not
+    # the store's), and so do short runs (`drover demo`).
     pace_heap: bool = False
     # Nomad's `ports { rpc }`: the port the server reports as its RPC address with the API's
     # host (/v1/status/leader, /peers, /v1/agent/servers). Nothing listens on it: drover's

@@ -177,7 +177,8 @@ class ApiService:
         # The caller's future is resolved only once the read barrier is past the answer,
         # whoever waits on it and however (a callback or a blocked result()).
         # Each future's callback refers to the other; the one back to `sent` is weak, or
-        # every write would leave a reference cycle for the cyclic collector.
+        # every write would leave a reference cycle for the cyclic collector (whoever will
+        # resolve `sent`, the leader link, holds it until then).
         answered: Future[LeaderResponse] = Future()
         sent.add_done_callback(functools.partial(self._relay, answered=answered))
         answered.add_done_callback(functools.partial(_cancel_with, weakref.ref(sent)))
