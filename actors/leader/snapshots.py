@@ -70,12 +70,16 @@ class SnapshotWriter:
         self.snapshots = snapshots
         self.policy = policy
         self.stats = SnapshotStats()
+        # Where the interval counts from: the latest snapshot started (or loaded). Not
+        # `stats.index`, which says what is written: a reader of the stats between a
+        # write's start and its switch would see an index Redis does not hold yet.
+        self._due_from = 0
         self._bytes_at_last = 0
         self._thread: threading.Thread | None = None
 
     def loaded(self, index: int, appended_bytes: int) -> None:
         """The leader started from the snapshot at `index` (0: none)."""
-        self.stats.index = index
+        self.stats.index = self._due_from = index
         self._bytes_at_last = appended_bytes
 
     def due(self, index: int, appended_bytes: int) -> bool:
@@ -83,7 +87,7 @@ class SnapshotWriter:
         if not policy.enabled or self.busy():
             return False
         return (
-            index - self.stats.index >= policy.every_entries
+            index - self._due_from >= policy.every_entries
             or appended_bytes - self._bytes_at_last >= policy.every_bytes
         )
 
@@ -96,7 +100,7 @@ class SnapshotWriter:
         """Write a snapshot of `state` in the background (the loop thread calls this, with
         `requests` standing at `state`'s index: a forked writer sees them as they are now)."""
         self._bytes_at_last = appended_bytes
-        index = self.stats.index = state.latest_index()  # not due again until the next interval
+        index = self._due_from = state.latest_index()  # not due again until the next interval
         if self.policy.fork and forked.supported():
             started = time.perf_counter()
             try:

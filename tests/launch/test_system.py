@@ -232,6 +232,8 @@ def test_concurrent_plans_collide_and_every_job_is_placed_or_blocked(
     assert broker["acked_on_commit"] >= 1 and broker["acked"] >= broker["acked_on_commit"]
     # (The leader acks what it scheduled itself: local_scheduling.py.)
     assert broker["acked"] - broker["acked_on_commit"] - broker["acked_local"] <= len(worker_acks)
+    for job_id in ids:  # the pool it filled is the module's: later tests place jobs there
+        client.stop_job(job_id, purge=True)
 
 
 def test_bad_stream_messages_go_to_dead_letter_and_consumers_go_on(
