@@ -35,7 +35,7 @@ from actors.api.service import DEFAULT_RPC_PORT, ApiService
 from actors.autoscaler.actor import AutoscalerActor, AutoscalerClient
 from actors.leader.actor import LeaderActor
 from actors.leader.snapshots import SnapshotPolicy
-from actors.process_settings import pace_heap
+from actors.process_settings import paced_heap
 from actors.streams.client import connect
 from actors.streams.leader_link import LeaderLink
 from actors.streams.names import StreamNames
@@ -142,6 +142,9 @@ class DroverSystem(FleetMethods):
         self.api: ApiService | None = None
         self.leader_link: LeaderLink | None = None
         self.http: ApiHttpServer | None = None
+        # Set while this system paces the process's heap (config.pace_heap): undone at stop,
+        # so that a process that goes on (a test, a bench) is back to plain collection.
+        self._paced_heap: contextlib.AbstractContextManager[object] | None = None
         self.shutdown_telemetry: dict[str, dict[str, ExportStats]] = {}
         """After stop(): each actor's telemetry export accounting (by Ray actor name), as it
         answered its shutdown; missing for an actor that did not answer in time."""
@@ -283,7 +286,8 @@ class DroverSystem(FleetMethods):
             autoscaler=AutoscalerClient(self.autoscaler) if self.autoscaler is not None else None,
         ).start()
         if config.pace_heap:
-            pace_heap()
+            self._paced_heap = paced_heap()
+            self._paced_heap.__enter__()
         if config.acl_enabled and config.acl_bootstrap_token:
             with contextlib.suppress(ApiError):  # already bootstrapped (a restart)
                 self.api.bootstrap_acl(config.acl_bootstrap_token)
@@ -425,6 +429,9 @@ class DroverSystem(FleetMethods):
         if self.api is not None:
             _logged("the API service", self.api.stop)
             self.api = None
+        if self._paced_heap is not None:
+            self._paced_heap.__exit__(None, None, None)
+            self._paced_heap = None
         if self.leader_link is not None:
             _logged("the API's leader link", self.leader_link.stop)
             self.leader_link = None
