@@ -9,6 +9,7 @@ from typing import Any
 
 import ray
 
+from actors.process_settings import HEAP
 from actors.streams.client import connect
 from launch.system import DroverSystem
 
@@ -80,15 +81,16 @@ def actor_counters(system: DroverSystem) -> dict[str, int]:
 
 
 def heap_sweep_ms(system: DroverSystem) -> dict[str, int]:
-    """Milliseconds each actor role's processes spent sweeping their frozen heaps so far
-    (process_settings.HeapPacer: a process does nothing else meanwhile)."""
+    """Milliseconds each role's processes spent sweeping their frozen heaps so far
+    (process_settings.HeapPacer: a process does nothing else meanwhile). The API's is this
+    process's: it sweeps once `SystemConfig.pace_heap` paces it."""
     actors = {
         "leader": [system.leader],
         "workers": list(system.workers),
         "agent": list(system.agents.values()),
         "autoscaler": [system.autoscaler] if system.autoscaler is not None else [],
     }
-    out = {}
+    out = {"api": round(HEAP.sweep_s * 1000)}
     for role, handles in actors.items():
         out[role] = sum(
             int(stats["heap_sweep_ms"]) for stats in ray.get([a.stats.remote() for a in handles])
